@@ -1,0 +1,89 @@
+"""tether: durable execution for LLM agents and chains.
+
+A run writes its progress to a checkpoint store as it goes, so any process that reaches the
+store picks it up where the last one stopped; a step can pause for a human with no process
+alive; side effects of re-entered steps fire once. The contract is ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._context import current_agent_path, current_execution_id
+from .chain import Chain
+from .checkpoint import Checkpoint, latest_forkable, latest_resumable
+from .connect import connect
+from .errors import (
+    AlreadyResumed,
+    ChainResumeError,
+    CheckpointNotFoundError,
+    ConcurrentWriteError,
+    ConfigurationError,
+    CorruptRecordError,
+    ExecutionError,
+    InterruptSignal,
+    ResumeError,
+    RunNotFoundError,
+    RunnerMismatchError,
+    SchemaVersionError,
+    SerializationError,
+    StoreError,
+    StoreUnavailableError,
+    TetherError,
+)
+from .idempotent import current_idempotency_key, idempotent
+from .interrupt import Resume, interrupt
+from .result import ChainResult
+from .store.base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
+from .store.sqlite import SQLiteCheckpointer
+
+if TYPE_CHECKING:
+    from .store.postgres import PostgresCheckpointer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyResumed",
+    "Chain",
+    "ChainResult",
+    "ChainResumeError",
+    "Checkpoint",
+    "CheckpointNotFoundError",
+    "Checkpointer",
+    "ConcurrentWriteError",
+    "ConfigurationError",
+    "CorruptRecordError",
+    "ExecutionError",
+    "InterruptSignal",
+    "PendingInterrupt",
+    "PostgresCheckpointer",
+    "PruneResult",
+    "Resume",
+    "ResumeError",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunnerMismatchError",
+    "SQLiteCheckpointer",
+    "SchemaVersionError",
+    "SerializationError",
+    "StoreError",
+    "StoreUnavailableError",
+    "TetherError",
+    "connect",
+    "current_agent_path",
+    "current_execution_id",
+    "current_idempotency_key",
+    "idempotent",
+    "interrupt",
+    "latest_forkable",
+    "latest_resumable",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Optional backends load on first use so that `import tether` needs no extras.
+    if name == "PostgresCheckpointer":
+        from .store.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer
+    raise AttributeError(f"module 'tether' has no attribute {name!r}")

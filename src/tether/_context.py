@@ -1,0 +1,67 @@
+"""Context variables that carry a run's identity through nodes, tools and decorators.
+
+``execution_id`` is minted once per run and placed here so every node, tool and
+``@idempotent`` call inside the run reads the same id; ``agent_path`` is extended, never
+overwritten, as topologies nest (DESIGN section 8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .store.base import Checkpointer
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """The run a piece of code executes in."""
+
+    execution_id: str
+    checkpointer: Checkpointer
+    runner_name: str
+
+
+_run: ContextVar[RunContext | None] = ContextVar("tether_run", default=None)
+_agent_path: ContextVar[str | None] = ContextVar("tether_agent_path", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The run the caller executes in, or ``None`` outside any run."""
+    return _run.get()
+
+
+def current_execution_id() -> str | None:
+    """The ``execution_id`` of the run the caller executes in, or ``None`` outside any run."""
+    ctx = _run.get()
+    return None if ctx is None else ctx.execution_id
+
+
+def current_agent_path() -> str | None:
+    """Where in a multi-agent topology the caller runs (``None`` in a plain chain)."""
+    return _agent_path.get()
+
+
+@contextmanager
+def run_scope(ctx: RunContext) -> Iterator[None]:
+    token = _run.set(ctx)
+    try:
+        yield
+    finally:
+        _run.reset(token)
+
+
+@contextmanager
+def agent_path_scope(segment: str) -> Iterator[str]:
+    """Extend the agent path by one segment (``agent:<name>``, ``tool:<name>``...)."""
+    parent = _agent_path.get()
+    path = segment if not parent else f"{parent}/{segment}"
+    token = _agent_path.set(path)
+    try:
+        yield path
+    finally:
+        _agent_path.reset(token)

@@ -1,0 +1,58 @@
+"""Named fault points for crash tests (test-only; inert unless ``TETHER_FAULT`` is set).
+
+``TETHER_FAULT="chain.after_commit"`` SIGKILLs the process the first time execution reaches
+that point; ``"chain.after_commit@3"`` on the third time. Several may be given, separated by
+commas. The names are listed in :data:`FAULT_POINTS` and in ``docs/guarantees.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Final
+
+FAULT_POINTS: Final = (
+    "chain.before_commit",  # a node ran (its side effects happened); its checkpoint did not commit
+    "chain.after_commit",  # a node's checkpoint committed; the next node has not started
+    "chain.after_claim",  # a resumer claimed the pending interrupt; the node has not re-run
+    "idempotent.after_effect",  # an @idempotent body ran; its result is not cached yet
+    "idempotent.after_cache",  # an @idempotent result was cached; the node goes on
+    "run.before_end",  # every node committed; the run-end row did not
+    "agent.before_llm",  # a turn checkpoint committed; the model was not called
+    "agent.after_llm",  # the model answered; nothing about the answer committed
+    "agent.before_tool",  # a tool's pre-call checkpoint committed; the tool did not run
+    "agent.after_tool",  # a tool ran; its result is not in a checkpoint yet
+    "agent.after_loop",  # the tool loop ended; the run-end row did not commit
+)
+
+
+def _parse(spec: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, nth = part.partition("@")
+        out[name] = int(nth) if nth else 1
+    return out
+
+
+_armed: dict[str, int] = _parse(os.environ.get("TETHER_FAULT", ""))
+_hits: dict[str, int] = {}
+
+
+def fault(name: str) -> None:
+    """SIGKILL this process if the fault ``name`` is armed and its hit count is reached."""
+    if not _armed:
+        return
+    nth = _armed.get(name)
+    if nth is None:
+        return
+    hits = _hits.get(name, 0) + 1
+    _hits[name] = hits
+    if hits == nth:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def rearm(spec: str) -> None:
+    """Arm faults from a spec string (tests in the same process use this)."""
+    global _armed
+    _armed = _parse(spec)
+    _hits.clear()

@@ -1,0 +1,184 @@
+"""What every runner shares: the claim of a pending interrupt, its lease, the sync twins."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
+
+from .checkpoint import Checkpoint
+from .errors import AlreadyResumed, ChainResumeError, ConfigurationError, RunNotFoundError
+from .errors import RunnerMismatchError
+from .interrupt import Resume
+from .store.base import Checkpointer, PendingInterrupt, RunRecord
+
+T = TypeVar("T")
+
+HOSTNAME = socket.gethostname()
+DEFAULT_CLAIM_LEASE_SECONDS = 60.0
+
+
+def new_owner() -> str:
+    """An owner id for one claim: ``host:pid:nonce``."""
+    return f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _owner_is_dead(owner: str | None) -> bool:
+    """True when ``owner`` is a process on this host that no longer exists.
+
+    A claim whose process died need not wait out its lease: a SIGKILLed resumer on the same
+    machine is detected at once. Owners on other hosts are trusted until the lease lapses.
+    """
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_s = rest.partition(":")[0]
+    if host != HOSTNAME or not pid_s.isdigit():
+        return False
+    pid = int(pid_s)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run an async runner verb from sync code.
+
+    Raises:
+        ConfigurationError: called from inside a running event loop (use the ``a`` verb).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise ConfigurationError(
+        "the sync verbs (run/resume/fork) cannot be called inside a running event loop; "
+        "await arun/aresume/afork instead"
+    )
+
+
+async def load_run(store: Checkpointer, execution_id: str, runner_name: str) -> RunRecord:
+    """The run, checked to belong to this runner.
+
+    Raises:
+        RunNotFoundError, RunnerMismatchError.
+    """
+    if not isinstance(execution_id, str) or not execution_id:
+        raise RunNotFoundError(f"execution_id must be a non-empty str, got {execution_id!r}")
+    run = await store.aget_run(execution_id)
+    if run is None:
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r} in {store!r}", execution_id=execution_id
+        )
+    if run.runner_name != runner_name:
+        raise RunnerMismatchError(
+            f"run {execution_id!r} belongs to runner {run.runner_name!r}, not {runner_name!r}",
+            expected=runner_name,
+            found=run.runner_name,
+            execution_id=execution_id,
+        )
+    return run
+
+
+async def claim(
+    store: Checkpointer,
+    cp: Checkpoint,
+    resume_value: Resume | None,
+    *,
+    lease_seconds: float,
+) -> tuple[list[Resume], str]:
+    """Claim the pending interrupt behind an ``interrupted`` checkpoint.
+
+    Returns:
+        ``(answers, owner)``: the answers for the step's ``interrupt()`` calls in order (those
+        given earlier, then this one), and the owner id holding the claim.
+
+    Raises:
+        ChainResumeError: no answer was passed and none is stored.
+        AlreadyResumed: another caller holds or answered the interrupt.
+    """
+    eid = cp.execution_id
+    owner = new_owner()
+    value = None if resume_value is None else resume_value.to_dict()
+    won = await store.aclaim_interrupt(
+        eid, owner=owner, resume_value=value, lease_seconds=lease_seconds
+    )
+    if won is None:
+        pending = await store.aget_pending_interrupt(eid)
+        if pending is None:
+            raise AlreadyResumed(
+                f"run {eid!r} has no pending interrupt: another resumer took it",
+                execution_id=eid,
+                node_id=cp.node_id,
+            )
+        if resume_value is None and pending.resume_value is None:
+            raise ChainResumeError(
+                f"run {eid!r} is paused at {cp.node_id!r} ({pending.reason}); pass "
+                "resume_value=Resume(...) to answer it",
+                execution_id=eid,
+                node_id=cp.node_id,
+            )
+        if resume_value is None and _owner_is_dead(pending.claimed_by):
+            won = await store.aclaim_interrupt(
+                eid,
+                owner=owner,
+                resume_value=None,
+                lease_seconds=lease_seconds,
+                steal_from=pending.claimed_by,
+            )
+        if won is None:
+            raise AlreadyResumed(
+                f"the interrupt of run {eid!r} at {cp.node_id!r} was already answered"
+                + (" and is being resumed by another process" if pending.claimed_by else ""),
+                execution_id=eid,
+                node_id=cp.node_id,
+            )
+    return _answers(cp, won), owner
+
+
+def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Resume]:
+    earlier = []
+    if isinstance(cp.node_input, dict):
+        earlier = [Resume.from_dict(a) for a in cp.node_input.get("answers", ())]
+    return [*earlier, Resume.from_dict(won.resume_value)]
+
+
+@contextlib.asynccontextmanager
+async def claim_heartbeat(
+    store: Checkpointer, execution_id: str, owner: str | None, lease_seconds: float
+) -> AsyncIterator[None]:
+    """Renew a claim every third of its lease while the re-entered step runs."""
+    if owner is None:
+        yield
+        return
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(lease_seconds / 3)
+            if not await store.arenew_claim(
+                execution_id, owner=owner, lease_seconds=lease_seconds
+            ):
+                return
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

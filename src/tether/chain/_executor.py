@@ -1,0 +1,312 @@
+"""The chain executor: runs nodes, writes one checkpoint per node, pauses and resumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import serde
+from .._context import RunContext, run_scope
+from .._faults import fault
+from .._runner import claim, claim_heartbeat, load_run
+from ..checkpoint import Checkpoint, new_id
+from ..errors import (
+    AlreadyResumed,
+    CheckpointNotFoundError,
+    ConfigurationError,
+    InterruptSignal,
+    SerializationError,
+    StoreError,
+)
+from ..interrupt import Resume, check_resume_value, interrupt_scope
+from ..result import ChainResult
+from ..store.base import RunRecord
+
+if TYPE_CHECKING:
+    from ..store.base import Checkpointer
+    from .graph import Chain
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where a drive starts: the node, the state it sees, and what the run carries along."""
+
+    node_id: str | None
+    state: dict[str, Any]
+    counters: dict[str, int] = field(default_factory=dict)
+    answers: list[Resume] = field(default_factory=list)
+    claim_owner: str | None = None
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _check_input(input: Any) -> dict[str, Any]:
+    if input is None:
+        return {}
+    if not isinstance(input, dict):
+        raise ConfigurationError(f"a chain's input is a dict of state, got {type(input).__name__}")
+    return dict(input)
+
+
+async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResult:
+    if chain.entry is None:
+        raise ConfigurationError(f"chain {chain.name!r} has no nodes")
+    state = _check_input(input)
+    serde.dumps(state, "input")  # refuse a bad input before a run exists
+    store = chain.checkpointer
+    eid = execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(eid, chain.name, chain.kind, status="running", input=state)
+    )
+    return await _drive(chain, store, eid, _Cursor(chain.entry, state))
+
+
+async def _alatest_resumable(store: Checkpointer, eid: str) -> Checkpoint | None:
+    last = await store.aget_last(eid)
+    if last is not None and last.is_run_end and last.status == "completed":
+        raise AlreadyResumed(
+            f"run {eid!r} already completed; fork it to branch a new run", execution_id=eid
+        )
+    while last is not None and last.is_run_end:
+        last = await store.aget_last(eid, before_seq=last.seq)
+    return last
+
+
+async def resume(chain: Chain, execution_id: str, resume_value: Any) -> ChainResult:
+    value = check_resume_value(resume_value)
+    store = chain.checkpointer
+    run = await load_run(store, execution_id, chain.name)
+    cp = await _alatest_resumable(store, execution_id)
+    if cp is None:
+        if value is not None:
+            raise AlreadyResumed(
+                f"run {execution_id!r} has no pending interrupt to answer",
+                execution_id=execution_id,
+            )
+        # Crashed before its first node committed: start over from the recorded input.
+        await store.aset_run_status(execution_id, "running")
+        return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=chain.claim_lease_seconds)
+        fault("chain.after_claim")
+        cursor = _Cursor(cp.node_id, cp.state_snapshot, dict(cp.iteration_counters), answers, owner)
+        return await _drive(chain, store, execution_id, cursor)
+    if value is not None:
+        raise AlreadyResumed(
+            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
+            "there is no interrupt to answer",
+            execution_id=execution_id,
+            node_id=cp.node_id,
+        )
+    await store.aset_run_status(execution_id, "running")
+    cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
+    return await _drive(chain, store, execution_id, cursor)
+
+
+async def fork(
+    chain: Chain,
+    execution_id: str,
+    checkpoint_id: str | None,
+    state_updates: dict[str, Any] | None,
+    resume_value: Any,
+    new_execution_id: str | None,
+) -> ChainResult:
+    value = check_resume_value(resume_value)
+    store = chain.checkpointer
+    run = await load_run(store, execution_id, chain.name)
+    if checkpoint_id is None:
+        src = await store.aget_last(execution_id)
+    else:
+        src = await store.aget_checkpoint(execution_id, checkpoint_id)
+        if src is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
+                execution_id=execution_id,
+            )
+    # The tombstone addresses no node: branch from the row before it (latest_forkable's rule).
+    while src is not None and src.is_run_end:
+        src = await store.aget_last(execution_id, before_seq=src.seq)
+    if src is None:
+        raise CheckpointNotFoundError(
+            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    state = {**src.state_snapshot, **(state_updates or {})}
+    serde.dumps(state, "state")
+    interrupted = src.status == "interrupted"
+    next_node = src.node_id if interrupted else src.next_node_id
+    answers: list[Resume] = []
+    if interrupted:
+        if isinstance(src.node_input, dict):
+            answers = [Resume.from_dict(a) for a in src.node_input.get("answers", ())]
+        if value is not None:
+            answers.append(value)
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=execution_id,
+        )
+    eid = new_execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid,
+            chain.name,
+            chain.kind,
+            status="running",
+            input=run.input,
+            parent_execution_id=execution_id,
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    counters = dict(src.iteration_counters)
+    await store.aput(
+        Checkpoint(
+            execution_id=eid,
+            node_id=src.node_id,
+            step_type="fork_origin",
+            status="completed",
+            state_snapshot=state,
+            node_index=src.node_index,
+            node_input={"forked_from": execution_id, "state_updates": state_updates},
+            iteration_counters=counters,
+            parent_checkpoint_id=src.checkpoint_id,
+            next_node_id=next_node,
+        )
+    )
+    return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
+
+
+async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> ChainResult:
+    """Run from ``cur`` until the chain ends, pauses or fails."""
+    ctx = RunContext(eid, store, chain.name)
+    state = cur.state
+    counters = cur.counters
+    answers = cur.answers
+    owner = cur.claim_owner
+    node_id = cur.node_id
+    results: dict[str, Any] = {}
+    with run_scope(ctx):
+        async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
+            while node_id is not None:
+                if node_id not in chain.nodes:
+                    raise ConfigurationError(
+                        f"run {eid!r} continues at node {node_id!r}, which chain "
+                        f"{chain.name!r} does not have (was the graph changed?)",
+                        execution_id=eid,
+                        node_id=node_id,
+                    )
+                try:
+                    with interrupt_scope(answers) as scope:
+                        updates = await chain.call_node(node_id, state)
+                    new_state = {**state, **updates} if updates else state
+                    next_id = chain.route(node_id, new_state, counters)
+                    cp = Checkpoint(
+                        execution_id=eid,
+                        node_id=node_id,
+                        step_type="node",
+                        status="completed",
+                        state_snapshot=new_state,
+                        node_index=chain.node_index(node_id),
+                        node_output=updates,
+                        iteration_counters=counters,
+                        next_node_id=next_id,
+                    )
+                    fault("chain.before_commit")
+                    await store.aput(cp, release_claim_of=owner)
+                except InterruptSignal as sig:
+                    return await _pause(chain, store, eid, node_id, state, counters, scope, sig, owner)
+                except StoreError:
+                    raise  # the store refused or went away: write nothing more
+                except Exception as exc:
+                    return await _fail(store, eid, node_id, state, exc, owner, results)
+                fault("chain.after_commit")
+                owner = None
+                answers = []
+                results[node_id] = updates
+                state = new_state
+                node_id = next_id
+            fault("run.before_end")
+            try:
+                await store.aput(
+                    Checkpoint(
+                        execution_id=eid,
+                        node_id="run_end",
+                        step_type="run_end",
+                        status="completed",
+                        state_snapshot=state,
+                        node_index=len(chain.nodes),
+                        iteration_counters=counters,
+                    ),
+                    run_status="completed",
+                    release_claim_of=owner,
+                )
+            except StoreError:
+                raise
+    return ChainResult("completed", eid, output=state, state=state, node_results=results)
+
+
+async def _pause(
+    chain: Chain,
+    store: Checkpointer,
+    eid: str,
+    node_id: str,
+    state: dict[str, Any],
+    counters: dict[str, int],
+    scope: Any,
+    sig: InterruptSignal,
+    owner: str | None,
+) -> ChainResult:
+    try:
+        context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
+    except SerializationError as exc:
+        return await _fail(store, eid, node_id, state, exc, owner, {})
+    earlier = [a.to_dict() for a in scope.answers[: sig.index]]
+    cp = Checkpoint(
+        execution_id=eid,
+        node_id=node_id,
+        step_type="hitl_pause",
+        status="interrupted",
+        state_snapshot=state,
+        node_index=chain.node_index(node_id),
+        node_input={"answers": earlier, "interrupt_index": sig.index},
+        iteration_counters=counters,
+        interrupt_reason=sig.reason,
+        interrupt_context=context,
+        next_node_id=node_id,
+    )
+    pending = await store.arecord_interrupt(cp, release_claim_of=owner)
+    return ChainResult(
+        "paused", eid, state=state, pending_interrupt=pending.as_dict()
+    )
+
+
+async def _fail(
+    store: Checkpointer,
+    eid: str,
+    node_id: str,
+    state: dict[str, Any],
+    exc: Exception,
+    owner: str | None,
+    results: dict[str, Any],
+) -> ChainResult:
+    """Write the ``failed`` run-end marker; the run stays resumable from its last commit."""
+    if owner is not None:
+        await store.arelease_claim(eid, owner=owner)
+    if isinstance(exc, SerializationError):
+        exc.execution_id = exc.execution_id or eid
+        exc.node_id = exc.node_id or node_id
+    await store.aput(
+        Checkpoint(
+            execution_id=eid,
+            node_id="run_end",
+            step_type="run_end",
+            status="failed",
+            state_snapshot=state,
+            node_output={"error": _error_text(exc), "node_id": node_id},
+        ),
+        run_status="failed",
+        error=_error_text(exc),
+    )
+    return ChainResult("failed", eid, state=state, node_results=results, error=exc)

@@ -1,0 +1,276 @@
+"""``Chain``: a directed graph of nodes over a dict state, with conditional edges and bounded
+cycles, that checkpoints after every node (DESIGN sections 1, 3, 4, 9)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from ..errors import ConfigurationError
+from ..interrupt import Resume
+from ..result import ChainResult
+from ..store.base import Checkpointer
+
+__all__ = ["Chain", "Edge"]
+
+NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | None | Awaitable[dict[str, Any] | None]"]
+Condition = Callable[[dict[str, Any]], bool]
+RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A route from ``source`` to ``target``.
+
+    Attributes:
+        condition: taken only when ``condition(state)`` is true; ``None`` means always.
+        max_iterations: for an edge that closes a cycle: how many times it may be taken in one
+            run. Once spent, the edge counts as false and routing falls through to the next
+            edge of the source (or ends the run if there is none). The count is checkpointed,
+            so the bound holds across crashes and resumes.
+    """
+
+    source: str
+    target: str
+    condition: Condition | None = None
+    max_iterations: int | None = None
+
+    @property
+    def counter_key(self) -> str:
+        return f"{self.source}->{self.target}"
+
+
+class Chain:
+    """A durable graph of steps.
+
+    Each node is ``fn(state) -> dict | None`` (sync or ``async def``); the dict it returns is
+    merged into the state. After each node a ``completed`` checkpoint with the new state and
+    the routing decision commits in one transaction; after the last node, one ``run_end`` row.
+
+    Args:
+        name: the runner's name, recorded on each run; resume and fork refuse runs of another
+            name.
+        checkpointer: where runs are stored; default: ``tether.connect()``
+            (``TETHER_DATABASE_URL``, else SQLite ``./tether.db``).
+        claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
+            heartbeat; after it lapses the run is resumable again with the answer given.
+
+    Example::
+
+        chain = Chain("refunds")
+        chain.add_node("validate", validate)
+        chain.add_node("review", review)
+        chain.add_edge("validate", "review")
+        result = chain.run({"amount": 900})
+    """
+
+    kind = "chain"
+
+    def __init__(
+        self,
+        name: str,
+        checkpointer: Checkpointer | None = None,
+        *,
+        claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError("a Chain needs a non-empty name")
+        self.name = name
+        self._checkpointer = checkpointer
+        self.claim_lease_seconds = claim_lease_seconds
+        self.nodes: dict[str, NodeFn] = {}
+        self.edges: dict[str, list[Edge]] = {}
+        self.entry: str | None = None
+        self._order: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"Chain({self.name!r}, nodes={list(self.nodes)})"
+
+    @property
+    def checkpointer(self) -> Checkpointer:
+        """The store (opened on first use when none was given)."""
+        if self._checkpointer is None:
+            from ..connect import connect
+
+            self._checkpointer = connect()
+        return self._checkpointer
+
+    def add_node(self, node_id: str, fn: NodeFn, *, entry: bool = False) -> Chain:
+        """Add a step. The first node added is the entry unless another says ``entry=True``.
+
+        Args:
+            node_id: unique id; it is the checkpoint's re-entry address.
+            fn: ``fn(state) -> dict | None``, sync or async; may call ``interrupt()``.
+
+        Raises:
+            ConfigurationError: a duplicate or reserved id, or ``fn`` is not callable.
+        """
+        if not isinstance(node_id, str) or not node_id or node_id in RESERVED_NODE_IDS:
+            raise ConfigurationError(f"invalid node id {node_id!r}")
+        if node_id.startswith("turn:"):
+            raise ConfigurationError(f"node id {node_id!r}: the 'turn:' prefix is for agents")
+        if node_id in self.nodes:
+            raise ConfigurationError(f"node {node_id!r} already exists in chain {self.name!r}")
+        if not callable(fn):
+            raise ConfigurationError(f"node {node_id!r}: fn must be callable")
+        self.nodes[node_id] = fn
+        self._order[node_id] = len(self._order)
+        self.edges.setdefault(node_id, [])
+        if entry or self.entry is None:
+            self.entry = node_id
+        return self
+
+    def add_edge(
+        self,
+        source: str,
+        target: str,
+        *,
+        condition: Condition | None = None,
+        max_iterations: int | None = None,
+    ) -> Chain:
+        """Route from ``source`` to ``target``; edges of a source are tried in the order added.
+
+        Raises:
+            ConfigurationError: unknown nodes, or a ``max_iterations`` below 1.
+        """
+        for n in (source, target):
+            if n not in self.nodes:
+                raise ConfigurationError(f"edge {source!r}->{target!r}: unknown node {n!r}")
+        if max_iterations is not None and max_iterations < 1:
+            raise ConfigurationError("max_iterations must be at least 1")
+        self.edges[source].append(Edge(source, target, condition, max_iterations))
+        return self
+
+    def node_index(self, node_id: str) -> int:
+        return self._order.get(node_id, -1)
+
+    def route(self, node_id: str, state: dict[str, Any], counters: dict[str, int]) -> str | None:
+        """The node to run after ``node_id``; counts the edge taken in ``counters``."""
+        for edge in self.edges.get(node_id, ()):
+            if edge.max_iterations is not None and counters.get(edge.counter_key, 0) >= (
+                edge.max_iterations
+            ):
+                continue
+            if edge.condition is not None and not edge.condition(state):
+                continue
+            if edge.max_iterations is not None:
+                counters[edge.counter_key] = counters.get(edge.counter_key, 0) + 1
+            return edge.target
+        return None
+
+    async def call_node(self, node_id: str, state: dict[str, Any]) -> dict[str, Any] | None:
+        fn = self.nodes[node_id]
+        out = fn(dict(state))
+        if inspect.isawaitable(out):
+            out = await out
+        if out is not None and not isinstance(out, dict):
+            raise ConfigurationError(
+                f"node {node_id!r} returned {type(out).__name__}; a node returns a dict of "
+                "updates or None",
+                node_id=node_id,
+            )
+        return out
+
+    # --- verbs ----------------------------------------------------------------------------
+    async def arun(
+        self, input: dict[str, Any] | None = None, *, execution_id: str | None = None
+    ) -> ChainResult:
+        """Start a run from the entry node.
+
+        Args:
+            input: the initial state (a dict of JSON-able values, see :mod:`tether.serde`).
+            execution_id: choose the run's id (default: a random 32-hex id).
+
+        Returns:
+            A :class:`ChainResult`: ``completed`` with ``output`` the final state, ``paused``
+            with ``pending_interrupt``, or ``failed`` with ``error``.
+
+        Raises:
+            ConfigurationError: the chain has no nodes, or the execution_id exists already.
+            SerializationError: the input holds a value JSON cannot store (nothing written).
+        """
+        from ._executor import start
+
+        return await start(self, input, execution_id)
+
+    async def aresume(
+        self, execution_id: str, resume_value: Resume | None = None
+    ) -> ChainResult:
+        """Continue a run from its latest resumable checkpoint (the table in DESIGN section 4).
+
+        Args:
+            execution_id: the run.
+            resume_value: the answer for a paused run's pending interrupt.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunnerMismatchError: the run belongs to another runner.
+            ChainResumeError: a paused run was resumed without an answer, or the value is not
+                a ``Resume``.
+            AlreadyResumed: the run completed, or another caller claimed the interrupt, or a
+                ``Resume`` was given where nothing is pending.
+        """
+        from ._executor import resume
+
+        return await resume(self, execution_id, resume_value)
+
+    async def afork(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        state_updates: dict[str, Any] | None = None,
+        resume_value: Resume | None = None,
+        new_execution_id: str | None = None,
+    ) -> ChainResult:
+        """Branch a new run from a saved checkpoint and run it; the original is untouched.
+
+        Args:
+            execution_id: the run to branch from (finished, failed, paused or running).
+            checkpoint_id: the checkpoint to branch from; default: the newest non-tombstone.
+            state_updates: merged into the branched state (a what-if).
+            resume_value: when branching from an ``interrupted`` checkpoint, the answer the
+                branch gives it; without one, the branch pauses at the same question.
+            new_execution_id: the branch's id (default: random).
+
+        Raises:
+            RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
+        """
+        from ._executor import fork
+
+        return await fork(
+            self, execution_id, checkpoint_id, state_updates, resume_value, new_execution_id
+        )
+
+    def run(
+        self, input: dict[str, Any] | None = None, *, execution_id: str | None = None
+    ) -> ChainResult:
+        """Sync twin of :meth:`arun`."""
+        return run_sync(self.arun(input, execution_id=execution_id))
+
+    def resume(self, execution_id: str, resume_value: Resume | None = None) -> ChainResult:
+        """Sync twin of :meth:`aresume`."""
+        return run_sync(self.aresume(execution_id, resume_value))
+
+    def fork(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        state_updates: dict[str, Any] | None = None,
+        resume_value: Resume | None = None,
+        new_execution_id: str | None = None,
+    ) -> ChainResult:
+        """Sync twin of :meth:`afork`."""
+        return run_sync(
+            self.afork(
+                execution_id,
+                checkpoint_id,
+                state_updates=state_updates,
+                resume_value=resume_value,
+                new_execution_id=new_execution_id,
+            )
+        )

@@ -1,0 +1,162 @@
+"""The checkpoint record: one row per boundary of a run (DESIGN section 2).
+
+Also the two helpers that pick which row to re-enter (:func:`latest_resumable`) or branch from
+(:func:`latest_forkable`); both step over the ``run_end`` tombstone, which addresses no node.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from .errors import AlreadyResumed, RunNotFoundError
+
+if TYPE_CHECKING:
+    from .store.base import Checkpointer
+
+__all__ = [
+    "RUN_END",
+    "Checkpoint",
+    "StepType",
+    "Status",
+    "latest_forkable",
+    "latest_resumable",
+    "new_id",
+]
+
+StepType = Literal["llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"]
+Status = Literal["completed", "interrupted", "failed"]
+
+RUN_END: Final = "run_end"
+STEP_TYPES: Final = frozenset(
+    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
+)
+STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
+
+
+def new_id() -> str:
+    """A fresh random id (32 hex characters) for runs and checkpoints."""
+    return uuid.uuid4().hex
+
+
+def utcnow() -> _dt.datetime:
+    """The current time as an aware UTC datetime."""
+    return _dt.datetime.now(_dt.UTC)
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    """One run at one boundary.
+
+    Attributes:
+        execution_id: the run's id, fixed for its life.
+        node_id: the re-entry address: a chain node id, ``"turn:N"``, ``"turn:N/tool:<name>"``,
+            or ``"run_end"`` for the terminal tombstone.
+        step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
+            ``fork_origin``, ``run_end``.
+        status: ``completed``, ``interrupted`` or ``failed``; drives resume (DESIGN section 4).
+        state_snapshot: the full run state after this boundary (a dict; the store may keep only
+            what changed, but always hands back the whole state).
+        node_index: position in topological / turn order.
+        node_input: the step's input, e.g. a tool's arguments; JSON-able.
+        node_output: the step's result; JSON-able.
+        iteration_counters: cycle counts, ``{"<source>-><target>": times_taken}``.
+        interrupt_reason: for an interrupted row, the reason given to ``interrupt()``.
+        interrupt_context: for an interrupted row, the frozen context the human approves.
+        agent_path: where in a multi-agent topology the row was written (DESIGN section 8).
+        parent_checkpoint_id: for a fork's first row, the checkpoint it branched from.
+        next_node_id: the step the recorded routing chose to run next (``None`` when the run
+            has nothing left to do); resume continues there, never at declaration order.
+        checkpoint_id: unique id; assigned on write when empty.
+        seq: strictly increasing per run, assigned by the store; "latest" means highest seq.
+        created_at: UTC time of the write, assigned by the store.
+    """
+
+    execution_id: str
+    node_id: str
+    step_type: str
+    status: str
+    state_snapshot: dict[str, Any] = field(default_factory=dict)
+    node_index: int = 0
+    node_input: Any = None
+    node_output: Any = None
+    iteration_counters: dict[str, int] = field(default_factory=dict)
+    interrupt_reason: str | None = None
+    interrupt_context: Any = None
+    agent_path: str | None = None
+    parent_checkpoint_id: str | None = None
+    next_node_id: str | None = None
+    checkpoint_id: str = ""
+    seq: int = 0
+    created_at: _dt.datetime | None = None
+
+    @property
+    def is_run_end(self) -> bool:
+        """True for the terminal tombstone, which addresses no node."""
+        return self.step_type == RUN_END
+
+
+def _assert_run(store: Checkpointer, execution_id: str) -> None:
+    if store.get_run(execution_id) is None:
+        raise RunNotFoundError(f"no run with execution_id {execution_id!r}", execution_id=execution_id)
+
+
+def latest_resumable(
+    store: Checkpointer, execution_id: str, *, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The checkpoint resume re-enters from.
+
+    Steps over a ``failed`` run-end marker (a run that raised stays resumable) and refuses a
+    ``completed`` one (DESIGN section 4).
+
+    Args:
+        store: the checkpointer holding the run.
+        execution_id: the run.
+        agent_path_prefix: only consider rows written under this ``agent_path`` subtree.
+
+    Returns:
+        The newest non-tombstone checkpoint, or ``None`` when the run has none yet (it crashed
+        before its first step committed).
+
+    Raises:
+        RunNotFoundError: no run has this id.
+        AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+    """
+    last = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
+    if last is None:
+        _assert_run(store, execution_id)
+        return None
+    if last.is_run_end and last.status == "completed":
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; fork it to branch a new run",
+            execution_id=execution_id,
+        )
+    while last is not None and last.is_run_end:
+        last = store.get_last(
+            execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
+        )
+    return last
+
+
+def latest_forkable(
+    store: Checkpointer, execution_id: str, *, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The checkpoint fork branches from by default: the newest row that is not a tombstone.
+
+    Unlike :func:`latest_resumable`, a finished run (completed or failed) is the ordinary case
+    and is never refused (DESIGN section 9).
+
+    Raises:
+        RunNotFoundError: no run has this id.
+    """
+    last = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
+    if last is None:
+        _assert_run(store, execution_id)
+        return None
+    while last is not None and last.is_run_end:
+        last = store.get_last(
+            execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
+        )
+    return last

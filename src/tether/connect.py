@@ -1,0 +1,54 @@
+"""Open a checkpointer from a URL (``sqlite:///path.db``, ``postgresql://...``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from .errors import ConfigurationError
+from .store.base import Checkpointer
+
+__all__ = ["DEFAULT_URL", "connect"]
+
+DEFAULT_URL = "sqlite:///tether.db"
+
+
+def connect(url: str | None = None, **options: Any) -> Checkpointer:
+    """Open the store a URL names.
+
+    Args:
+        url: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite://:memory:``,
+            or ``postgresql://user:password@host:port/dbname`` (percent-encode special
+            characters in the password; ``?schema=name`` picks the schema). Default: the
+            ``TETHER_DATABASE_URL`` environment variable, else ``sqlite:///tether.db``.
+        **options: passed to the backend's constructor (e.g. ``synchronous="FULL"``).
+
+    Raises:
+        ConfigurationError: an unknown scheme, or Postgres without the ``postgres`` extra.
+    """
+    url = url or os.environ.get("TETHER_DATABASE_URL") or DEFAULT_URL
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        from .store.sqlite import SQLiteCheckpointer
+
+        if parts.netloc == ":memory:" or parts.path == "/:memory:":
+            return SQLiteCheckpointer(":memory:", **options)
+        path = unquote(parts.path)
+        if path.startswith("/"):
+            path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
+        if not path:
+            raise ConfigurationError(f"SQLite URL {url!r} names no file")
+        return SQLiteCheckpointer(path, **options)
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        try:
+            from .store.postgres import PostgresCheckpointer
+        except ImportError as exc:  # pragma: no cover - depends on installed extras
+            raise ConfigurationError(
+                "Postgres needs the postgres extra: pip install 'tether[postgres]'"
+            ) from exc
+        return PostgresCheckpointer.from_url(url, **options)
+    raise ConfigurationError(
+        f"unknown database URL scheme {parts.scheme!r} in {url!r}; use sqlite:/// or postgresql://"
+    )

@@ -1,0 +1,174 @@
+"""Errors raised by tether.
+
+Every error a user can catch derives from :class:`TetherError`. Control-flow signals that user
+code must not swallow with ``except Exception:`` derive from ``BaseException`` instead, as
+cancellation does in asyncio.
+
+Tree::
+
+    BaseException
+    └── InterruptSignal                 a step asked for a human; caught by the executor
+    TetherError (Exception)
+    ├── ConfigurationError              bad arguments to a runner, store or decorator
+    ├── SerializationError              a value in state/args/results cannot be stored as JSON
+    ├── StoreError                      the checkpoint store failed
+    │   ├── StoreUnavailableError       the database cannot be reached / went away
+    │   ├── SchemaVersionError          the database was written by a newer tether
+    │   ├── CorruptRecordError          a stored row cannot be decoded
+    │   └── ConcurrentWriteError        another process wrote this run's next step first
+    ├── RunNotFoundError                no run has this execution_id
+    ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
+    ├── RunnerMismatchError             the run belongs to another runner
+    ├── ResumeError
+    │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
+    │   └── AlreadyResumed              nothing to resume: finished, or another caller won
+    └── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
+        └── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
+
+Errors carry structured fields (``execution_id``, ``node_id``, ``path``) besides their message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TetherError(Exception):
+    """Root of every error tether raises for a caller to handle.
+
+    Attributes:
+        execution_id: the run concerned, when there is one.
+        node_id: the step concerned, when there is one.
+    """
+
+    def __init__(
+        self, message: str, *, execution_id: str | None = None, node_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.execution_id = execution_id
+        self.node_id = node_id
+
+
+class ConfigurationError(TetherError):
+    """A runner, store or decorator was given arguments it cannot work with."""
+
+
+class SerializationError(TetherError):
+    """A value cannot be stored as JSON.
+
+    Attributes:
+        path: where the value sits, e.g. ``state["order"]["when"]``.
+        type_name: the offending value's type, e.g. ``socket.socket``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "",
+        type_name: str = "",
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.path = path
+        self.type_name = type_name
+
+
+class StoreError(TetherError):
+    """The checkpoint store failed; stored runs are left as they were."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database cannot be reached or the connection was lost mid-operation."""
+
+
+class SchemaVersionError(StoreError):
+    """The database holds a schema newer than this tether understands.
+
+    Attributes:
+        found: the version recorded in the database.
+        supported: the newest version this tether can migrate to.
+    """
+
+    def __init__(self, message: str, *, found: int, supported: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.supported = supported
+
+
+class CorruptRecordError(StoreError):
+    """A stored row cannot be decoded (bad JSON, a missing column, a foreign envelope)."""
+
+
+class ConcurrentWriteError(StoreError):
+    """Another process committed this run's next step first; this writer must stop."""
+
+
+class RunNotFoundError(TetherError):
+    """No run with this ``execution_id`` exists in the store."""
+
+
+class CheckpointNotFoundError(TetherError):
+    """No checkpoint with this id belongs to the run."""
+
+
+class RunnerMismatchError(TetherError):
+    """The run was started by another runner (its recorded name differs).
+
+    Attributes:
+        expected: this runner's name.
+        found: the name recorded on the run.
+    """
+
+    def __init__(
+        self, message: str, *, expected: str, found: str, execution_id: str | None = None
+    ) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.expected = expected
+        self.found = found
+
+
+class ResumeError(TetherError):
+    """A resume was asked for that cannot happen."""
+
+
+class ChainResumeError(ResumeError):
+    """The run cannot be resumed as asked, e.g. a paused run resumed without a ``Resume``."""
+
+
+class AlreadyResumed(ResumeError):  # noqa: N818 - public name fixed by the contract
+    """Nothing is left to resume: the run finished, or another caller claimed the interrupt.
+
+    Exactly one caller ever gets a given interrupt (DESIGN section 5); every other caller gets
+    this error, never a raw driver error.
+    """
+
+
+class ExecutionError(TetherError):
+    """A runner's own rule failed while executing."""
+
+
+class MaxIterationsExceeded(ExecutionError):  # noqa: N818 - reads as a condition, like asyncio's
+    """A cycle edge was taken more times than its ``max_iterations`` allows."""
+
+
+class InterruptSignal(BaseException):  # noqa: N818 - public name fixed by the contract
+    """Raised by :func:`tether.interrupt` on first pass to suspend the step for a human.
+
+    Derives from ``BaseException`` so that ``except Exception:`` in user code does not swallow
+    it (DESIGN section 5). The executor catches it, records the pending interrupt and returns a
+    paused result.
+
+    Attributes:
+        reason: short machine-readable reason, e.g. ``"manager_approval"``.
+        context: the JSON-able snapshot the human is asked to approve.
+        index: which ``interrupt()`` call within the step raised (0 for the first).
+    """
+
+    def __init__(self, reason: str, context: Any = None, *, index: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.context = context
+        self.index = index

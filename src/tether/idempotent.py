@@ -1,0 +1,162 @@
+"""``@idempotent``: run a side effect at most once per run and argument set (DESIGN section 6).
+
+A re-entered step runs from its top, so anything it did before the resume point fires again.
+Inside a run, the first call with a given key runs the body and caches its JSON result under
+``(execution_id, key)``; later calls with that key in the same run return the cached value and
+do not run the body. Outside any run it is a plain call.
+
+The default key is the sha256 of the function's qualified name and its canonically
+JSON-encoded, signature-bound arguments, so ``f(1, b=2)`` and ``f(1, 2)`` share a key. Pass
+``key=`` (a string, or a callable taking the same arguments) to choose it. While the body runs,
+:func:`current_idempotency_key` returns the key, ready to pass on as a provider's idempotency
+key (a payment API's ``Idempotency-Key`` header) so the effect is also deduplicated remotely.
+
+Guarantee: exactly once when the process survives the body; if the process dies after the body
+ran but before its result was cached, the body runs again on resume (at-least-once) unless the
+provider deduplicates on the passed-on key.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, ParamSpec, TypeVar, cast, overload
+
+from . import serde
+from ._context import current_run
+from ._faults import fault
+from .errors import ConfigurationError, SerializationError
+
+__all__ = ["current_idempotency_key", "idempotent"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_current_key: ContextVar[str | None] = ContextVar("tether_idempotency_key", default=None)
+
+
+def current_idempotency_key() -> str | None:
+    """The key of the ``@idempotent`` body running now, or ``None`` outside one."""
+    return _current_key.get()
+
+
+def _derive_key(
+    fn: Callable[..., Any],
+    sig: inspect.Signature | None,
+    key: str | Callable[..., str] | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str:
+    if isinstance(key, str):
+        return key
+    if key is not None:
+        k = key(*args, **kwargs)
+        if not isinstance(k, str):
+            raise ConfigurationError(f"key= callable of {fn.__qualname__} must return str")
+        return k
+    if sig is not None:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        payload: Any = dict(bound.arguments)
+    else:
+        payload = {"args": list(args), "kwargs": kwargs}
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    try:
+        encoded = serde.canonical_dumps(payload, path=f"arguments of {name}")
+    except SerializationError as exc:
+        raise SerializationError(
+            f"@idempotent cannot derive a key for {name}: {exc.message}; pass key= to choose one",
+            path=exc.path,
+            type_name=exc.type_name,
+        ) from exc
+    return hashlib.sha256(name.encode() + b"\0" + encoded).hexdigest()
+
+
+@overload
+def idempotent(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def idempotent(
+    *, key: str | Callable[..., str] | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def idempotent(
+    fn: Callable[P, R] | None = None, /, *, key: str | Callable[..., str] | None = None
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make ``fn`` run at most once per run and key; sync and ``async def`` both work.
+
+    Args:
+        fn: the side-effecting function (its result must be JSON-able, see :mod:`tether.serde`).
+        key: a fixed key, or a callable ``key(*args, **kwargs) -> str``; default: sha256 of
+            the qualified name and the canonically encoded arguments.
+
+    Returns:
+        The wrapped function, with ``.idempotency_key(*args, **kwargs) -> str``.
+
+    Raises:
+        SerializationError: the arguments have no canonical JSON encoding (and no ``key=``), or
+            the result cannot be cached as JSON.
+    """
+
+    def decorate(f: Callable[P, R]) -> Callable[P, R]:
+        try:
+            sig: inspect.Signature | None = inspect.signature(f)
+        except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
+            sig = None
+
+        def key_of(*args: Any, **kwargs: Any) -> str:
+            return _derive_key(f, sig, key, args, kwargs)
+
+        if inspect.iscoroutinefunction(f):
+            af = cast(Callable[..., Awaitable[Any]], f)
+
+            @functools.wraps(f)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                ctx = current_run()
+                if ctx is None:
+                    return await af(*args, **kwargs)
+                k = key_of(*args, **kwargs)
+                hit, value = await ctx.checkpointer.aget_idempotent(ctx.execution_id, k)
+                if hit:
+                    return value
+                token = _current_key.set(k)
+                try:
+                    result = await af(*args, **kwargs)
+                finally:
+                    _current_key.reset(token)
+                fault("idempotent.after_effect")
+                await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, result)
+                fault("idempotent.after_cache")
+                return result
+
+            async_wrapper.idempotency_key = key_of  # type: ignore[attr-defined]
+            return cast(Callable[P, R], async_wrapper)
+
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            ctx = current_run()
+            if ctx is None:
+                return f(*args, **kwargs)
+            k = key_of(*args, **kwargs)
+            hit, value = ctx.checkpointer.get_idempotent(ctx.execution_id, k)
+            if hit:
+                return value
+            token = _current_key.set(k)
+            try:
+                result = f(*args, **kwargs)
+            finally:
+                _current_key.reset(token)
+            fault("idempotent.after_effect")
+            ctx.checkpointer.put_idempotent(ctx.execution_id, k, result)
+            fault("idempotent.after_cache")
+            return result
+
+        wrapper.idempotency_key = key_of  # type: ignore[attr-defined]
+        return cast(Callable[P, R], wrapper)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate

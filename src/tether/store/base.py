@@ -1,0 +1,371 @@
+"""The storage protocol every backend implements (DESIGN section 7).
+
+Four concerns, each a table in the SQL backends:
+
+- **runs**: one row per run (runner name and kind, status, owner, timestamps), so listing runs
+  and finding unfinished ones never scans checkpoints;
+- **checkpoints**: the boundary records of :mod:`tether.checkpoint`;
+- **pending interrupts**: at most one per run, claimed atomically by exactly one resumer;
+- **idempotency cache**: ``(execution_id, key) -> JSON result``.
+
+Backends know the record and this protocol only, never the engine. The engine calls the async
+twins (``a``-prefixed); a backend whose I/O is fast and local may implement them by calling the
+sync methods inline (:class:`SyncAsyncMixin`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..checkpoint import Checkpoint
+
+__all__ = [
+    "Checkpointer",
+    "PendingInterrupt",
+    "PruneResult",
+    "RunRecord",
+    "RunStatus",
+    "SyncAsyncMixin",
+]
+
+RunStatus = Literal["running", "paused", "completed", "failed"]
+FINISHED_STATUSES = ("completed", "failed")
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """One run, as the runs table holds it.
+
+    Attributes:
+        execution_id: the run's id.
+        runner_name: the name of the runner that started it (``Chain("refunds")`` -> ``refunds``).
+        runner_kind: ``chain``, ``agent``, ``swarm`` or ``supervisor``.
+        status: ``running``, ``paused``, ``completed`` or ``failed``.
+        input: the input the run was started with (JSON-able), so any process can restart it.
+        parent_execution_id: for a fork, the run it branched from.
+        parent_checkpoint_id: for a fork, the checkpoint it branched from.
+        owner: the process that holds the run's lease, when one does.
+        lease_expires_at: when that lease lapses (UTC).
+        error: for a failed run, ``"<ExceptionType>: <message>"``.
+        created_at / updated_at / finished_at: UTC timestamps.
+    """
+
+    execution_id: str
+    runner_name: str
+    runner_kind: str
+    status: str = "running"
+    input: Any = None
+    parent_execution_id: str | None = None
+    parent_checkpoint_id: str | None = None
+    owner: str | None = None
+    lease_expires_at: _dt.datetime | None = None
+    error: str | None = None
+    created_at: _dt.datetime | None = None
+    updated_at: _dt.datetime | None = None
+    finished_at: _dt.datetime | None = None
+
+
+@dataclass(slots=True)
+class PendingInterrupt:
+    """A suspended run waiting for an answer.
+
+    Attributes:
+        execution_id: the paused run.
+        checkpoint_id: the ``interrupted`` checkpoint written with it.
+        node_id: the step that called ``interrupt()``.
+        agent_path: who wrote it in a multi-agent run (``None`` for chains).
+        reason: the reason passed to ``interrupt()``.
+        context: the JSON-frozen context the human approves; never recomputed.
+        created_at: when the run paused (UTC).
+        claimed_by: the resumer holding the claim, if any.
+        claim_expires_at: when that claim lapses; after it, the run is resumable again.
+        resume_value: the answer given, as a JSON-able dict (kept so a claimer that dies does
+            not lose it), or ``None`` while unanswered.
+    """
+
+    execution_id: str
+    checkpoint_id: str
+    node_id: str
+    reason: str
+    context: Any = None
+    agent_path: str | None = None
+    created_at: _dt.datetime | None = None
+    claimed_by: str | None = None
+    claim_expires_at: _dt.datetime | None = None
+    resume_value: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,
+        agent_path."""
+        return {
+            "reason": self.reason,
+            "context": self.context,
+            "node_id": self.node_id,
+            "agent_path": self.agent_path,
+        }
+
+
+@dataclass(slots=True)
+class PruneResult:
+    """What :meth:`Checkpointer.prune` deleted (or would delete, on a dry run)."""
+
+    runs: int = 0
+    checkpoints: int = 0
+    idempotency: int = 0
+    execution_ids: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """Storage for runs, checkpoints, pending interrupts and the idempotency cache.
+
+    Every write that belongs to one step happens in one transaction. All methods raise
+    :class:`~tether.errors.StoreError` subclasses, never raw driver errors.
+    """
+
+    def setup(self) -> None:
+        """Create or migrate the schema (forward only). Safe to call concurrently."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+    # --- runs -----------------------------------------------------------------------------
+    def create_run(self, run: RunRecord) -> RunRecord:
+        """Insert a new run. Raises ConfigurationError if the execution_id already exists."""
+
+    def get_run(self, execution_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+
+    def list_runs(
+        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally filtered."""
+
+    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+        """Record a status change that comes with no checkpoint."""
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def put(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+    ) -> Checkpoint:
+        """Append a checkpoint (assigning ``seq``, ``checkpoint_id``, ``created_at``).
+
+        In the same transaction: update the run's status when ``run_status`` is given, and,
+        when ``release_claim_of`` names the claimer of the run's pending interrupt, delete that
+        pending row (the re-entered step committed).
+
+        Raises:
+            ConcurrentWriteError: another writer appended to this run first, or the claim named
+                by ``release_claim_of`` was taken over.
+            SerializationError: the state holds a value JSON cannot store (nothing written).
+        """
+
+    def record_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt:
+        """Write an ``interrupted`` checkpoint and its pending-interrupt row in one transaction,
+        and mark the run ``paused``. Replaces a pending row claimed by ``release_claim_of``."""
+
+    def get_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None:
+        """The highest-seq checkpoint (below ``before_seq`` if given) with its full state."""
+
+    def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+        """One checkpoint of the run by id, with its full state."""
+
+    def list(
+        self, execution_id: str, *, agent_path_prefix: str | None = None
+    ) -> list[Checkpoint]:
+        """Every checkpoint of the run in seq order, each with its full state."""
+
+    # --- pending interrupts ---------------------------------------------------------------
+    def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
+        """The run's pending interrupt, claimed or not."""
+
+    def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
+        """Pending interrupts, oldest first."""
+
+    def claim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None:
+        """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
+
+        With ``resume_value``: succeeds only if the interrupt is unanswered and unclaimed, and
+        stores the answer. Without: succeeds only if an answer is stored and no live claim holds
+        it (its claimer died: the lease lapsed, or ``steal_from`` names the dead claimer).
+
+        Returns:
+            The claimed row (with the stored answer), or ``None`` if the caller lost.
+        """
+
+    def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
+        """Extend a claim this owner holds; ``False`` if it no longer holds it."""
+
+    def release_claim(self, execution_id: str, *, owner: str) -> bool:
+        """Give a claim back, keeping the stored answer (the re-entered step failed), so a
+        later resume without a value picks the answer up again."""
+
+    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+        """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
+        is gone or already answered."""
+
+    # --- idempotency ----------------------------------------------------------------------
+    def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` on a hit (a cached ``None`` is a hit), else ``(False, None)``."""
+
+    def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
+        """Cache a result; if another writer cached this key first, keep and return theirs."""
+
+    def list_idempotent(self, execution_id: str) -> dict[str, Any]:
+        """The run's whole idempotency cache."""
+
+    # --- maintenance ----------------------------------------------------------------------
+    def prune(self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False) -> PruneResult:
+        """Delete finished runs that ended before the cutoff, with their checkpoints and cache.
+
+        Never touches a paused or unfinished run (DESIGN section 7).
+        """
+
+    # --- async twins used by the engine ---------------------------------------------------
+    async def acreate_run(self, run: RunRecord) -> RunRecord: ...
+    async def aget_run(self, execution_id: str) -> RunRecord | None: ...
+    async def aset_run_status(
+        self, execution_id: str, status: str, *, error: str | None = None
+    ) -> None: ...
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+    ) -> Checkpoint: ...
+    async def arecord_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt: ...
+    async def aget_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None: ...
+    async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None: ...
+    async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None: ...
+    async def aclaim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None: ...
+    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool: ...
+    async def arelease_claim(self, execution_id: str, *, owner: str) -> bool: ...
+    async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]: ...
+    async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any: ...
+
+
+class SyncAsyncMixin:
+    """Async twins that call the sync methods inline.
+
+    For backends whose calls are short local I/O (SQLite: tens of microseconds per commit), a
+    thread hop would cost more than the call; the event loop runs them directly.
+    """
+
+    async def acreate_run(self, run: RunRecord) -> RunRecord:
+        return self.create_run(run)  # type: ignore[attr-defined,no-any-return]
+
+    async def aget_run(self, execution_id: str) -> RunRecord | None:
+        return self.get_run(execution_id)  # type: ignore[attr-defined,no-any-return]
+
+    async def aset_run_status(
+        self, execution_id: str, status: str, *, error: str | None = None
+    ) -> None:
+        self.set_run_status(execution_id, status, error=error)  # type: ignore[attr-defined]
+
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+    ) -> Checkpoint:
+        return self.put(  # type: ignore[attr-defined,no-any-return]
+            checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
+        )
+
+    async def arecord_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt:
+        return self.record_interrupt(  # type: ignore[attr-defined,no-any-return]
+            checkpoint, release_claim_of=release_claim_of
+        )
+
+    async def aget_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None:
+        return self.get_last(  # type: ignore[attr-defined,no-any-return]
+            execution_id, before_seq=before_seq, agent_path_prefix=agent_path_prefix
+        )
+
+    async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+        return self.get_checkpoint(execution_id, checkpoint_id)  # type: ignore[attr-defined,no-any-return]
+
+    async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
+        return self.get_pending_interrupt(execution_id)  # type: ignore[attr-defined,no-any-return]
+
+    async def aclaim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None:
+        return self.claim_interrupt(  # type: ignore[attr-defined,no-any-return]
+            execution_id,
+            owner=owner,
+            resume_value=resume_value,
+            lease_seconds=lease_seconds,
+            steal_from=steal_from,
+        )
+
+    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
+        return self.renew_claim(  # type: ignore[attr-defined,no-any-return]
+            execution_id, owner=owner, lease_seconds=lease_seconds
+        )
+
+    async def arelease_claim(self, execution_id: str, *, owner: str) -> bool:
+        return self.release_claim(execution_id, owner=owner)  # type: ignore[attr-defined,no-any-return]
+
+    async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
+        return self.get_idempotent(execution_id, key)  # type: ignore[attr-defined,no-any-return]
+
+    async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
+        return self.put_idempotent(execution_id, key, value)  # type: ignore[attr-defined]

@@ -1,0 +1,756 @@
+"""SQLite checkpointer: one file, WAL, for one machine (DESIGN section 7).
+
+Concurrency: every write transaction starts with ``BEGIN IMMEDIATE``, taking the write lock up
+front, so concurrent processes on one file queue behind SQLite's busy timeout instead of failing
+half-way. Connections are per thread. Not for many machines: use Postgres there (SQLite's
+locking over network filesystems is unreliable).
+
+Durability: ``synchronous="NORMAL"`` (the default under WAL) survives a process crash; a power
+loss or OS crash may lose the last few commits. ``synchronous="FULL"`` survives those too at
+about ten times the cost per commit.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from ..checkpoint import Checkpoint, new_id
+from ..errors import (
+    ConcurrentWriteError,
+    ConfigurationError,
+    CorruptRecordError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+)
+from . import _codec
+from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
+
+__all__ = ["SQLiteCheckpointer"]
+
+SCHEMA_VERSION: Final = 1
+
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
+    1: (
+        """CREATE TABLE runs (
+            execution_id TEXT PRIMARY KEY,
+            runner_name TEXT NOT NULL,
+            runner_kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            input BLOB,
+            parent_execution_id TEXT,
+            parent_checkpoint_id TEXT,
+            owner TEXT,
+            lease_expires_at REAL,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )""",
+        "CREATE INDEX runs_status_idx ON runs (status, updated_at)",
+        "CREATE INDEX runs_name_idx ON runs (runner_name, created_at)",
+        """CREATE TABLE checkpoints (
+            checkpoint_id TEXT PRIMARY KEY,
+            execution_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            node_id TEXT NOT NULL,
+            node_index INTEGER NOT NULL,
+            step_type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            state_kind TEXT NOT NULL,
+            state BLOB NOT NULL,
+            base_seq INTEGER NOT NULL,
+            node_input BLOB,
+            node_output BLOB,
+            iteration_counters BLOB,
+            interrupt_reason TEXT,
+            interrupt_context BLOB,
+            agent_path TEXT,
+            parent_checkpoint_id TEXT,
+            next_node_id TEXT,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
+        """CREATE TABLE pending_interrupts (
+            execution_id TEXT PRIMARY KEY,
+            checkpoint_id TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            agent_path TEXT,
+            reason TEXT NOT NULL,
+            context BLOB,
+            created_at REAL NOT NULL,
+            claimed_by TEXT,
+            claim_expires_at REAL,
+            resume_value BLOB
+        )""",
+        """CREATE TABLE idempotency_cache (
+            execution_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (execution_id, key)
+        )""",
+    ),
+}
+
+CREATE_SCHEMA_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
+)
+SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM tether_schema"
+INSERT_SCHEMA_VERSION: Final = "INSERT INTO tether_schema (version, applied_at) VALUES (?, ?)"
+
+INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 13)})"
+SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = ?"
+UPDATE_RUN_STATUS: Final = (
+    "UPDATE runs SET status = ?, error = ?, updated_at = ?, "
+    "finished_at = CASE WHEN ? IN ('completed', 'failed') THEN ? ELSE NULL END "
+    "WHERE execution_id = ?"
+)
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) VALUES ({','.join('?' * 19)})"
+)
+_SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
+_PATH_FILTER: Final = " AND (agent_path = ? OR substr(agent_path, 1, ?) = ?)"
+SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 1"
+SELECT_LAST_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1"
+)
+SELECT_LAST_PATH: Final = (
+    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ?{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
+)
+SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = ? AND checkpoint_id = ?"
+SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq"
+SELECT_STATE_CHAIN: Final = (
+    "SELECT seq, state_kind, state FROM checkpoints "
+    "WHERE execution_id = ? AND seq >= ? AND seq <= ? ORDER BY seq"
+)
+INSERT_PENDING: Final = (
+    f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
+)
+DELETE_PENDING_OF: Final = (
+    "DELETE FROM pending_interrupts WHERE execution_id = ? AND claimed_by = ?"
+)
+DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
+SELECT_PENDING: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = ?"
+)
+SELECT_PENDING_ALL: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts ORDER BY created_at LIMIT ?"
+)
+# The claim: one statement, so exactly one concurrent caller gets the row back.
+CLAIM_PENDING: Final = (
+    "UPDATE pending_interrupts SET claimed_by = ?, claim_expires_at = ?, "
+    "resume_value = COALESCE(resume_value, ?) "
+    "WHERE execution_id = ? "
+    "AND (claimed_by IS NULL OR claim_expires_at < ? OR claimed_by = ?) "
+    "AND ((? IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
+    "     OR (? IS NULL AND resume_value IS NOT NULL)) "
+    f"RETURNING {_codec.PENDING_COLUMNS}"
+)
+RENEW_CLAIM: Final = (
+    "UPDATE pending_interrupts SET claim_expires_at = ? WHERE execution_id = ? AND claimed_by = ?"
+)
+RELEASE_CLAIM: Final = (
+    "UPDATE pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
+    "WHERE execution_id = ? AND claimed_by = ?"
+)
+ANSWER_PENDING: Final = (
+    "UPDATE pending_interrupts SET resume_value = ? "
+    "WHERE execution_id = ? AND resume_value IS NULL AND claimed_by IS NULL"
+)
+SELECT_IDEMPOTENT: Final = (
+    "SELECT value FROM idempotency_cache WHERE execution_id = ? AND key = ?"
+)
+INSERT_IDEMPOTENT: Final = (
+    "INSERT INTO idempotency_cache (execution_id, key, value, created_at) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (execution_id, key) DO NOTHING"
+)
+SELECT_IDEMPOTENT_ALL: Final = (
+    "SELECT key, value FROM idempotency_cache WHERE execution_id = ? ORDER BY created_at"
+)
+SELECT_PRUNABLE: Final = (
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?"
+)
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _run_from_row(row: Any) -> RunRecord:
+    return RunRecord(
+        execution_id=row[0],
+        runner_name=row[1],
+        runner_kind=row[2],
+        status=row[3],
+        input=_codec.load_json(row[4]),
+        parent_execution_id=row[5],
+        parent_checkpoint_id=row[6],
+        owner=row[7],
+        lease_expires_at=_codec.ts_to_dt(row[8]),
+        error=row[9],
+        created_at=_codec.ts_to_dt(row[10]),
+        updated_at=_codec.ts_to_dt(row[11]),
+        finished_at=_codec.ts_to_dt(row[12]),
+    )
+
+
+def _pending_from_row(row: Any) -> PendingInterrupt:
+    return PendingInterrupt(
+        execution_id=row[0],
+        checkpoint_id=row[1],
+        node_id=row[2],
+        agent_path=row[3],
+        reason=row[4],
+        context=_codec.load_json(row[5]),
+        created_at=_codec.ts_to_dt(row[6]),
+        claimed_by=row[7],
+        claim_expires_at=_codec.ts_to_dt(row[8]),
+        resume_value=_codec.load_json(row[9]),
+    )
+
+
+class SQLiteCheckpointer(SyncAsyncMixin):
+    """Checkpoints in one SQLite file.
+
+    Args:
+        path: the database file (created if missing), or ``":memory:"`` for a throwaway store
+            private to one thread.
+        synchronous: ``"NORMAL"`` (default; survives process crashes) or ``"FULL"`` (also
+            survives power loss). Source: SQLite's WAL documentation.
+        busy_timeout_seconds: how long a writer waits for another process's write lock before
+            :class:`~tether.errors.StoreUnavailableError` is raised.
+
+    Raises:
+        SchemaVersionError: the file was written by a newer tether.
+        StoreUnavailableError: the file cannot be opened or is not a SQLite database.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "tether.db",
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        busy_timeout_seconds: float = 30.0,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = str(path)
+        self.synchronous = synchronous
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self._local = threading.local()
+        self._heads = _codec.HeadCache()
+        self._heads_lock = threading.Lock()
+        self._ready = False
+        self.setup()
+
+    def __repr__(self) -> str:
+        return f"SQLiteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
+
+    # --- connections ----------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                if self.path != ":memory:":
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self.busy_timeout_seconds,
+                    isolation_level=None,
+                    check_same_thread=True,
+                    cached_statements=256,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            except sqlite3.DatabaseError as exc:
+                raise StoreUnavailableError(
+                    f"cannot open SQLite database {self.path!r}: {exc}"
+                ) from exc
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc, self.path) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    def setup(self) -> None:
+        """Create the schema or migrate it forward; refuse a newer one.
+
+        Raises:
+            SchemaVersionError: the file records a schema version newer than this tether's.
+        """
+        with self._write() as conn:
+            try:
+                conn.execute(CREATE_SCHEMA_TABLE)
+                found = conn.execute(SELECT_SCHEMA_VERSION).fetchone()[0] or 0
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            if found > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path!r} holds tether schema version {found}, newer than the "
+                    f"{SCHEMA_VERSION} this tether supports; upgrade tether to open it",
+                    found=found,
+                    supported=SCHEMA_VERSION,
+                )
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute(INSERT_SCHEMA_VERSION, (version, _now()))
+        self._ready = True
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the file."""
+        with self._read() as conn:
+            return int(conn.execute(SELECT_SCHEMA_VERSION).fetchone()[0] or 0)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # --- runs -----------------------------------------------------------------------------
+    def create_run(self, run: RunRecord) -> RunRecord:
+        now = _now()
+        with self._write() as conn:
+            try:
+                conn.execute(
+                    INSERT_RUN,
+                    (
+                        run.execution_id,
+                        run.runner_name,
+                        run.runner_kind,
+                        run.status,
+                        _codec.dump_json(run.input, "input"),
+                        run.parent_execution_id,
+                        run.parent_checkpoint_id,
+                        run.owner,
+                        None,
+                        None,
+                        now,
+                        now,
+                        None,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ConfigurationError(
+                    f"a run with execution_id {run.execution_id!r} already exists; resume or "
+                    "fork it instead",
+                    execution_id=run.execution_id,
+                ) from exc
+        self._heads.drop(run.execution_id)
+        run.created_at = run.updated_at = _codec.ts_to_dt(now)
+        return run
+
+    def get_run(self, execution_id: str) -> RunRecord | None:
+        with self._read() as conn:
+            row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
+        return None if row is None else _run_from_row(row)
+
+    def list_runs(
+        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        sql = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE 1 = 1"
+        args: list[Any] = []
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        if runner_name is not None:
+            sql += " AND runner_name = ?"
+            args.append(runner_name)
+        sql += " ORDER BY created_at DESC LIMIT ?"
+        args.append(limit)
+        with self._read() as conn:
+            return [_run_from_row(r) for r in conn.execute(sql, args).fetchall()]
+
+    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(UPDATE_RUN_STATUS, (status, error, now, status, now, execution_id))
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def _head(self, conn: sqlite3.Connection, execution_id: str) -> _codec.Head | None:
+        head = self._heads.get(execution_id)
+        if head is not None:
+            return head
+        row = conn.execute(SELECT_LAST, (execution_id,)).fetchone()
+        if row is None:
+            return None
+        raw = _codec.replay_state(
+            conn.execute(SELECT_STATE_CHAIN, (execution_id, row[9], row[2])).fetchall()
+        )
+        return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
+
+    def _insert(
+        self, conn: sqlite3.Connection, cp: Checkpoint, *, force_full: bool = False
+    ) -> _codec.Head:
+        keys = _codec.encode_keys(cp.state_snapshot)
+        node_input = _codec.dump_json(cp.node_input, "node_input")
+        node_output = _codec.dump_json(cp.node_output, "node_output")
+        counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
+        context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
+        head = self._head(conn, cp.execution_id)
+        kind, payload, new_head = _codec.encode_state(head, keys, force_full=force_full)
+        cp.seq = new_head.seq
+        cp.checkpoint_id = cp.checkpoint_id or new_id()
+        now = _now()
+        cp.created_at = _codec.ts_to_dt(now)
+        try:
+            conn.execute(
+                INSERT_CHECKPOINT,
+                (
+                    cp.checkpoint_id,
+                    cp.execution_id,
+                    cp.seq,
+                    cp.node_id,
+                    cp.node_index,
+                    cp.step_type,
+                    cp.status,
+                    kind,
+                    payload,
+                    new_head.base_seq,
+                    node_input,
+                    node_output,
+                    counters,
+                    cp.interrupt_reason,
+                    context,
+                    cp.agent_path,
+                    cp.parent_checkpoint_id,
+                    cp.next_node_id,
+                    now,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            self._heads.drop(cp.execution_id)
+            raise ConcurrentWriteError(
+                f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
+                execution_id=cp.execution_id,
+                node_id=cp.node_id,
+            ) from exc
+        return new_head
+
+    def _release(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
+        if conn.execute(DELETE_PENDING_OF, (execution_id, owner)).rowcount != 1:
+            self._heads.drop(execution_id)
+            raise ConcurrentWriteError(
+                f"the claim on run {execution_id!r}'s interrupt was taken over by another "
+                "resumer; this process must stop",
+                execution_id=execution_id,
+            )
+
+    def put(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        force_full: bool = False,
+    ) -> Checkpoint:
+        with self._write() as conn:
+            if release_claim_of is not None:
+                self._release(conn, checkpoint.execution_id, release_claim_of)
+            head = self._insert(conn, checkpoint, force_full=force_full)
+            if run_status is not None:
+                now = _now()
+                conn.execute(
+                    UPDATE_RUN_STATUS,
+                    (run_status, error, now, run_status, now, checkpoint.execution_id),
+                )
+        self._heads.set(checkpoint.execution_id, head)
+        return checkpoint
+
+    def record_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt:
+        pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
+        with self._write() as conn:
+            if release_claim_of is not None:
+                self._release(conn, checkpoint.execution_id, release_claim_of)
+            else:
+                conn.execute(DELETE_PENDING, (checkpoint.execution_id,))
+            head = self._insert(conn, checkpoint)
+            now = _now()
+            conn.execute(
+                INSERT_PENDING,
+                (
+                    checkpoint.execution_id,
+                    checkpoint.checkpoint_id,
+                    checkpoint.node_id,
+                    checkpoint.agent_path,
+                    checkpoint.interrupt_reason or "",
+                    pending_context,
+                    now,
+                ),
+            )
+            conn.execute(UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, checkpoint.execution_id))
+        self._heads.set(checkpoint.execution_id, head)
+        return PendingInterrupt(
+            execution_id=checkpoint.execution_id,
+            checkpoint_id=checkpoint.checkpoint_id,
+            node_id=checkpoint.node_id,
+            reason=checkpoint.interrupt_reason or "",
+            context=checkpoint.interrupt_context,
+            agent_path=checkpoint.agent_path,
+            created_at=_codec.ts_to_dt(now),
+        )
+
+    def _with_raw_state(
+        self, conn: sqlite3.Connection, row: Any
+    ) -> tuple[Checkpoint, dict[str, Any]]:
+        if row[7] == "full":
+            raw = _codec.apply_row({}, "full", row[8])
+        else:
+            raw = _codec.replay_state(
+                conn.execute(SELECT_STATE_CHAIN, (row[1], row[9], row[2])).fetchall()
+            )
+        return _codec.checkpoint_from_row(row, _codec.decode_state(raw)), raw
+
+    def _with_state(self, conn: sqlite3.Connection, row: Any) -> Checkpoint:
+        return self._with_raw_state(conn, row)[0]
+
+    def get_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None:
+        with self._read() as conn:
+            if agent_path_prefix is not None:
+                prefix = agent_path_prefix.rstrip("/") + "/"
+                row = conn.execute(
+                    SELECT_LAST_PATH,
+                    (
+                        execution_id,
+                        before_seq if before_seq is not None else 2**62,
+                        agent_path_prefix.rstrip("/"),
+                        len(prefix),
+                        prefix,
+                    ),
+                ).fetchone()
+            elif before_seq is not None:
+                row = conn.execute(SELECT_LAST_BEFORE, (execution_id, before_seq)).fetchone()
+            else:
+                row = conn.execute(SELECT_LAST, (execution_id,)).fetchone()
+                if row is None:
+                    return None
+                # Whoever reads a run's newest row is about to continue it: refresh the
+                # writer's head, which another process may have moved on.
+                cp, raw = self._with_raw_state(conn, row)
+                self._heads.set(execution_id, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9]))
+                return cp
+            return None if row is None else self._with_state(conn, row)
+
+    def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+        with self._read() as conn:
+            row = conn.execute(SELECT_BY_ID, (execution_id, checkpoint_id)).fetchone()
+            return None if row is None else self._with_state(conn, row)
+
+    def list(self, execution_id: str, *, agent_path_prefix: str | None = None) -> list[Checkpoint]:
+        with self._read() as conn:
+            rows = conn.execute(SELECT_ALL, (execution_id,)).fetchall()
+        out: list[Checkpoint] = []
+        raw: dict[str, Any] = {}
+        prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
+        for row in rows:
+            raw = _codec.apply_row(raw, row[7], row[8])
+            path = row[15]
+            if prefix is not None and not (
+                path == prefix or (path is not None and path.startswith(prefix + "/"))
+            ):
+                continue
+            out.append(_codec.checkpoint_from_row(row, _codec.decode_state(raw)))
+        return out
+
+    # --- pending interrupts ---------------------------------------------------------------
+    def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
+        with self._read() as conn:
+            row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
+        return None if row is None else _pending_from_row(row)
+
+    def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
+        with self._read() as conn:
+            return [_pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
+
+    def claim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None:
+        value = _codec.dump_json(resume_value, "resume_value")
+        now = _now()
+        with self._write() as conn:
+            row = conn.execute(
+                CLAIM_PENDING,
+                (
+                    owner,
+                    now + lease_seconds,
+                    value,
+                    execution_id,
+                    now,
+                    steal_from,
+                    value,
+                    value,
+                ),
+            ).fetchone()
+            if row is not None:
+                conn.execute(UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id))
+        return None if row is None else _pending_from_row(row)
+
+    delete_pending_interrupt_atomic = claim_interrupt
+    """The contract's name for :meth:`claim_interrupt` (DESIGN section 7)."""
+
+    def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(RENEW_CLAIM, (_now() + lease_seconds, execution_id, owner))
+            return cur.rowcount == 1
+
+    def release_claim(self, execution_id: str, *, owner: str) -> bool:
+        now = _now()
+        with self._write() as conn:
+            released = conn.execute(RELEASE_CLAIM, (execution_id, owner)).rowcount == 1
+            if released:
+                conn.execute(UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, execution_id))
+            return released
+
+    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+        value = _codec.dump_json(resume_value, "resume_value")
+        with self._write() as conn:
+            return conn.execute(ANSWER_PENDING, (value, execution_id)).rowcount == 1
+
+    # --- idempotency ----------------------------------------------------------------------
+    def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
+        with self._read() as conn:
+            row = conn.execute(SELECT_IDEMPOTENT, (execution_id, key)).fetchone()
+        if row is None:
+            return False, None
+        return True, _codec.load_json(row[0])
+
+    def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
+        data = _codec.dump_json(value, "result")
+        with self._write() as conn:
+            conn.execute(INSERT_IDEMPOTENT, (execution_id, key, data, _now()))
+            row = conn.execute(SELECT_IDEMPOTENT, (execution_id, key)).fetchone()
+        return _codec.load_json(row[0])
+
+    def list_idempotent(self, execution_id: str) -> dict[str, Any]:
+        with self._read() as conn:
+            rows = conn.execute(SELECT_IDEMPOTENT_ALL, (execution_id,)).fetchall()
+        return {k: _codec.load_json(v) for k, v in rows}
+
+    # --- maintenance ----------------------------------------------------------------------
+    def prune(
+        self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False
+    ) -> PruneResult:
+        """Delete finished (completed or failed) runs whose end is older than the cutoff.
+
+        Args:
+            older_than: an age (``timedelta``) or an absolute UTC cutoff (``datetime``).
+            dry_run: count what would go, delete nothing.
+
+        Returns:
+            Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
+        """
+        cutoff = _cutoff(older_than)
+        result = PruneResult()
+        with self._write() as conn:
+            ids = [r[0] for r in conn.execute(SELECT_PRUNABLE, (cutoff,)).fetchall()]
+            for eid in ids:
+                run = conn.execute("SELECT status FROM runs WHERE execution_id = ?", (eid,))
+                status = run.fetchone()[0]
+                if status not in FINISHED_STATUSES:  # pragma: no cover - guarded by the query
+                    continue
+                n_cp = conn.execute(
+                    "SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?", (eid,)
+                ).fetchone()[0]
+                n_id = conn.execute(
+                    "SELECT COUNT(*) FROM idempotency_cache WHERE execution_id = ?", (eid,)
+                ).fetchone()[0]
+                if not dry_run:
+                    conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
+                    conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
+                    conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
+                result.runs += 1
+                result.checkpoints += n_cp
+                result.idempotency += n_id
+                result.execution_ids.append(eid)
+        if not dry_run:
+            for eid in result.execution_ids:
+                self._heads.drop(eid)
+        return result
+
+
+def _cutoff(older_than: _dt.timedelta | _dt.datetime) -> float:
+    if isinstance(older_than, _dt.timedelta):
+        return _now() - older_than.total_seconds()
+    if isinstance(older_than, _dt.datetime):
+        if older_than.tzinfo is None:
+            raise ConfigurationError("prune cutoff datetime must be timezone-aware (UTC)")
+        return older_than.timestamp()
+    raise ConfigurationError(f"older_than must be a timedelta or datetime, got {older_than!r}")
+
+
+def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+    msg = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in msg:
+        return StoreUnavailableError(
+            f"SQLite database {path!r} stayed locked by another writer past the busy timeout"
+        )
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "not a database" in msg or "malformed" in msg or "file is encrypted" in msg
+    ):
+        return CorruptRecordError(f"{path!r} is not a readable tether SQLite database: {msg}")
+    if isinstance(exc, sqlite3.OperationalError) and (
+        "readonly" in msg or "unable to open" in msg or "disk" in msg
+    ):
+        return StoreUnavailableError(f"SQLite database {path!r} cannot be written: {msg}")
+    if isinstance(exc, sqlite3.OperationalError) and "no such" in msg:
+        return CorruptRecordError(f"SQLite database {path!r} is missing tether tables: {msg}")
+    return StoreError(f"SQLite error on {path!r}: {msg}")
