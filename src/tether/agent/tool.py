@@ -1,0 +1,359 @@
+"""``@tool``: a typed Python function, described to the model and validated on the way in.
+
+::
+
+    @tool
+    async def refund(order_id: str, amount_cents: int, reason: str = "") -> dict[str, str]:
+        \"\"\"Refund part of an order.
+
+        Args:
+            order_id: the order to refund, e.g. ``"A-1042"``.
+            amount_cents: how much to refund, in cents.
+            reason: shown to the customer.
+        \"\"\"
+
+The model sees ``refund.spec``: the name, the docstring's first paragraph and a JSON schema
+built from the signature with pydantic (per-argument descriptions come from the ``Args:``
+section). ``await refund.ainvoke({"order_id": "A-1042", "amount_cents": 500})`` validates the
+model's arguments against that schema before the function runs; ``refund("A-1042", 500)`` is
+still a plain call.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import pydantic
+
+from tether.errors import ConfigurationError, TetherError
+from tether.llm.messages import INVALID_JSON_KEY, ToolSpec
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ARGS_HEADERS = frozenset(
+    {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
+)
+_SECTION_RE = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
+_ARG_LINE_RE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# Schema keywords whose values are data, not schemas: titles inside them are left alone.
+_DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})
+
+__all__ = ["Tool", "ToolArgumentsError", "tool"]
+
+
+class ToolArgumentsError(TetherError):
+    """The model called a tool with arguments that do not fit its schema.
+
+    The message is written for the model to read and correct its call.
+
+    Attributes:
+        tool_name: the tool that was called.
+        errors: the validation problems, one per line (``"<argument>: <problem>"``).
+    """
+
+    def __init__(self, message: str, *, tool_name: str, errors: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.errors = errors
+
+
+class Tool(Generic[P, R]):
+    """A function the model can call; built by :func:`tool`.
+
+    Calling the object calls the function unchanged; ``inspect.signature`` and the docstring
+    are the function's own.
+
+    Attributes:
+        name: the name the model calls it by.
+        description: what the model is told the tool does.
+        parameters: the JSON schema (``"type": "object"``) of the arguments.
+        fn: the wrapped function.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        localns: Mapping[str, Any] | None = None,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = name if name is not None else getattr(fn, "__name__", "")
+        if not _NAME_RE.match(self.name):
+            raise ConfigurationError(
+                f"tool name {self.name!r} is not accepted by model providers: use 1-64 letters, "
+                "digits, '_' or '-' (pass name=... to @tool)"
+            )
+        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description if description is not None else summary
+        self._signature = inspect.signature(fn)
+        self._model = _arguments_model(fn, self.name, self._signature, arg_docs, localns)
+        self.parameters = _json_schema(self._model, self.name)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The :class:`ToolSpec` to offer the model (a fresh copy each time)."""
+        return ToolSpec(self.name, self.description, copy.deepcopy(self.parameters))
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r})"
+
+    async def ainvoke(self, arguments: Mapping[str, Any]) -> Any:
+        """Validate the model's arguments, then run the function.
+
+        Arguments are coerced by pydantic (``"3"`` becomes ``3`` for an ``int``; a dict becomes
+        a model instance for a pydantic-model parameter). Arguments the model left out take the
+        function's defaults. A sync function runs directly in the caller's task — not in a
+        thread — so context variables (the run's id, :func:`tether.interrupt`) work inside it.
+
+        Args:
+            arguments: the decoded JSON arguments of the model's call.
+
+        Returns:
+            What the function returns (awaited, for an ``async def``).
+
+        Raises:
+            ToolArgumentsError: the arguments are missing, unknown, of the wrong type, or were
+                not valid JSON (``{INVALID_JSON_KEY: raw}``). The function is not called.
+            Exception: whatever the function raises, unchanged.
+        """
+        args, kwargs = self.bind(arguments)
+        result: Any = self.fn(*args, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def bind(self, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Validate the model's arguments and return the ``(args, kwargs)`` to call with.
+
+        Raises:
+            ToolArgumentsError: as for :meth:`ainvoke`.
+        """
+        if set(arguments) == {INVALID_JSON_KEY}:
+            raw = arguments[INVALID_JSON_KEY]
+            problem = f"arguments are not a JSON object: {raw!r}"
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool {self.name!r}: {problem}. "
+                "Call it again with a JSON object matching its schema.",
+                tool_name=self.name,
+                errors=problem,
+            )
+        try:
+            validated = self._model.model_validate(dict(arguments))
+        except pydantic.ValidationError as exc:
+            errors = _describe_errors(exc)
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool {self.name!r}:\n{errors}\n"
+                "Call it again with arguments matching its schema.",
+                tool_name=self.name,
+                errors=errors,
+            ) from None
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for index, (param_name, param) in enumerate(self._signature.parameters.items()):
+            field_name = _field_name(index)
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                args.append(getattr(validated, field_name))
+            elif field_name in validated.model_fields_set:
+                kwargs[param_name] = getattr(validated, field_name)
+        return args, kwargs
+
+
+@overload
+def tool(
+    fn: Callable[P, R], *, name: str | None = None, description: str | None = None
+) -> Tool[P, R]: ...
+
+
+@overload
+def tool(
+    fn: None = None, *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Turn a typed function (sync or ``async``) into a :class:`Tool`.
+
+    Use bare (``@tool``) or with options (``@tool(name="search", description="...")``).
+
+    Args:
+        fn: the function; every parameter must be a plain named one (no ``*args`` or
+            ``**kwargs``) whose annotation pydantic can validate. Unannotated parameters
+            accept any JSON value.
+        name: the name the model calls it by; defaults to the function's ``__name__``.
+        description: what the model is told; defaults to the docstring's first paragraph.
+
+    Returns:
+        The :class:`Tool`, or a decorator producing one when ``fn`` is not given.
+
+    Raises:
+        ConfigurationError: the name is not ``[A-Za-z0-9_-]{1,64}``, the signature has
+            ``*args``/``**kwargs``, an annotation cannot be resolved, or pydantic cannot build a
+            JSON schema for it.
+    """
+    # Annotations of a tool defined inside a function may name classes local to it; they are
+    # resolved against the decorating frame's locals, as pydantic does for models.
+    if fn is not None:
+        return Tool(fn, name=name, description=description, localns=sys._getframe(1).f_locals)
+
+    def decorate(inner: Callable[P, R]) -> Tool[P, R]:
+        return Tool(inner, name=name, description=description, localns=sys._getframe(1).f_locals)
+
+    return decorate
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its summary and per-argument descriptions.
+
+    Args:
+        doc: the cleaned docstring (as :func:`inspect.getdoc` returns it).
+
+    Returns:
+        ``(summary, {argument: description})``: the first paragraph with its lines joined by
+        spaces, and the entries of the ``Args:`` (or ``Arguments:``/``Parameters:``) section
+        with continuation lines joined. Both are empty when absent.
+    """
+    lines = doc.expandtabs().splitlines()
+    summary_lines: list[str] = []
+    for line in lines:
+        if not line.strip() or _SECTION_RE.match(line.strip()):
+            break
+        summary_lines.append(line.strip())
+    summary = " ".join(summary_lines)
+
+    descriptions: dict[str, list[str]] = {}
+    section_indent: int | None = None
+    entry_indent: int | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        header = _SECTION_RE.match(stripped)
+        if section_indent is None:
+            if header and header.group(1).lower() in _ARGS_HEADERS:
+                section_indent = indent
+            continue
+        if not stripped:
+            continue
+        if indent <= section_indent:
+            section_indent, entry_indent, current = (
+                (indent, None, None)
+                if header and header.group(1).lower() in _ARGS_HEADERS
+                else (None, None, None)
+            )
+            continue
+        if entry_indent is None:
+            entry_indent = indent
+        entry = _ARG_LINE_RE.match(stripped) if indent == entry_indent else None
+        if entry:
+            current = entry.group(1)
+            descriptions[current] = [entry.group(2)] if entry.group(2) else []
+        elif current is not None:
+            descriptions[current].append(stripped)
+    return summary, {arg: " ".join(parts) for arg, parts in descriptions.items()}
+
+
+def _field_name(index: int) -> str:
+    # Parameters become fields p0, p1, ... aliased to their real names, so names that clash
+    # with BaseModel attributes (json, copy, model_*) or look private (_x) still work.
+    return f"p{index}"
+
+
+def _arguments_model(
+    fn: Callable[..., Any],
+    tool_name: str,
+    signature: inspect.Signature,
+    arg_docs: Mapping[str, str],
+    localns: Mapping[str, Any] | None,
+) -> type[pydantic.BaseModel]:
+    try:
+        hints = typing.get_type_hints(fn, localns=dict(localns or {}), include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: cannot resolve its type annotations ({exc}); define the types "
+            "it uses at module level"
+        ) from exc
+    fields: dict[str, Any] = {}
+    for index, (param_name, param) in enumerate(signature.parameters.items()):
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ConfigurationError(
+                f"tool {tool_name!r}: *{param_name} cannot be described to a model; "
+                "declare each argument as a named parameter"
+            )
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        info = pydantic.Field(default, alias=param_name, description=arg_docs.get(param_name))
+        fields[_field_name(index)] = (hints.get(param_name, Any), info)
+    try:
+        return pydantic.create_model(
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", protected_namespaces=()),
+            **fields,
+        )
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: pydantic cannot validate its parameters ({exc})"
+        ) from exc
+
+
+def _json_schema(model: type[pydantic.BaseModel], tool_name: str) -> dict[str, Any]:
+    try:
+        schema = model.model_json_schema(by_alias=True)
+    except (pydantic.PydanticInvalidForJsonSchema, pydantic.PydanticUserError) as exc:
+        raise ConfigurationError(
+            f"tool {tool_name!r}: its parameters have no JSON schema ({exc})"
+        ) from exc
+    cleaned = _drop_titles(schema)
+    assert isinstance(cleaned, dict)
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+def _drop_titles(node: Any) -> Any:
+    """Remove pydantic's generated ``title`` strings, which only add tokens to every call."""
+    if isinstance(node, list):
+        return [_drop_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _drop_titles(sub) for name, sub in value.items()}
+        elif key in _DATA_KEYWORDS:
+            out[key] = value
+        else:
+            out[key] = _drop_titles(value)
+    return out
+
+
+def _describe_errors(exc: pydantic.ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        message = error["msg"]
+        if error["type"] not in ("missing", "extra_forbidden"):
+            message = f"{message} (got {error['input']!r})"
+        if error["type"] == "extra_forbidden":
+            message = "unexpected argument"
+        lines.append(f"- {where}: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,194 @@
+"""Deterministic model doubles for tests and demos.
+
+:class:`ScriptedLLM` plays back a fixed list of answers; :class:`FunctionLLM` computes each answer
+from the history with a plain function. Both satisfy :class:`tether.llm.LLM`, record what they
+were asked, and need no SDK or network::
+
+    llm = ScriptedLLM([
+        [{"name": "lookup_order", "arguments": {"order_id": "A-1"}}],  # turn 0: call a tool
+        "Your order ships tomorrow.",                                  # turn 1: final answer
+    ])
+
+An answer may be given as:
+
+- ``str``: a final text answer (``finish_reason="stop"``);
+- a list of :class:`~tether.llm.ToolCall` or of dicts ``{"name": str, "arguments": dict,
+  "id"?: str}``: tool calls (``finish_reason="tool_calls"``); missing ids are ``call_<n>``,
+  numbered from 1 in the order the calls appear, so they are the same in every process;
+- an :class:`~tether.llm.LLMResponse`: returned as is.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from tether.errors import TetherError
+from tether.llm.messages import LLMResponse, Message, ToolCall, ToolSpec
+
+Reply: TypeAlias = str | Sequence[ToolCall | Mapping[str, Any]] | LLMResponse
+"""One scripted answer: final text, tool calls, or a full response."""
+
+__all__ = ["FunctionLLM", "Reply", "ScriptExhaustedError", "ScriptedLLM"]
+
+
+class ScriptExhaustedError(TetherError):
+    """A :class:`ScriptedLLM` was asked for more answers than it was given.
+
+    Attributes:
+        call_index: the 0-based index of the answer that was asked for.
+        script_length: how many answers the script holds.
+    """
+
+    def __init__(self, message: str, *, call_index: int, script_length: int) -> None:
+        super().__init__(message)
+        self.call_index = call_index
+        self.script_length = script_length
+
+
+class _Recorder:
+    """What a double was asked: the messages (as dicts) and tool names of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[dict[str, Any]]] = []
+        self.tools_offered: list[list[str]] = []
+
+    @property
+    def call_count(self) -> int:
+        """How many times ``acomplete`` was called."""
+        return len(self.calls)
+
+    def _record(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> None:
+        self.calls.append([message.to_dict() for message in messages])
+        self.tools_offered.append([spec.name for spec in tools])
+
+
+class ScriptedLLM(_Recorder):
+    """A model that returns a fixed list of answers, one per call, in order.
+
+    Args:
+        responses: the answers (see the module docstring for the accepted forms).
+        resume_aware: pick the answer by the number of assistant messages already in the
+            history instead of by call count. A fresh ``ScriptedLLM`` handed to a resumed run
+            then carries on where the crashed process stopped, instead of starting over.
+
+    Attributes:
+        calls: every call's messages as :meth:`Message.to_dict` dicts, oldest call first.
+        tools_offered: every call's tool names.
+        call_count: ``len(calls)``.
+
+    Raises:
+        TypeError: on construction, if an answer has an unsupported form.
+        ValueError: on construction, if a tool-call answer is empty or lacks a ``name``.
+    """
+
+    def __init__(self, responses: Sequence[Reply], *, resume_aware: bool = False) -> None:
+        super().__init__()
+        if isinstance(responses, str | LLMResponse):
+            raise TypeError("ScriptedLLM takes a list of answers; wrap a single answer in [...]")
+        self.resume_aware = resume_aware
+        self._responses: list[LLMResponse] = []
+        next_id = 1
+        for reply in responses:
+            response, generated = _to_response(reply, first_id=next_id)
+            next_id += generated
+            self._responses.append(response)
+
+    @property
+    def remaining(self) -> int:
+        """How many answers are left when indexing by call count."""
+        return max(0, len(self._responses) - self.call_count)
+
+    async def acomplete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> LLMResponse:
+        """Record the call and return the next scripted answer.
+
+        Raises:
+            ScriptExhaustedError: every answer has been used.
+        """
+        self._record(messages, tools)
+        if self.resume_aware:
+            index = sum(1 for message in messages if message.role == "assistant")
+        else:
+            index = self.call_count - 1
+        if index >= len(self._responses):
+            last = messages[-1].to_dict() if messages else None
+            raise ScriptExhaustedError(
+                f"ScriptedLLM was asked for answer #{index + 1} but its script holds "
+                f"{len(self._responses)}; last message was {last!r}. Add answers to the script.",
+                call_index=index,
+                script_length=len(self._responses),
+            )
+        return self._responses[index]
+
+
+class FunctionLLM(_Recorder):
+    """A model whose answer is computed from the history by a function.
+
+    Args:
+        fn: called with the history as a ``list[Message]``; returns an answer in any form the
+            module docstring lists, directly or as an awaitable. Tool calls without an id get
+            ``call_<n>``, numbered on from the tool calls already in the history, so the same
+            history always yields the same ids.
+
+    Attributes:
+        calls: every call's messages as :meth:`Message.to_dict` dicts, oldest call first.
+        tools_offered: every call's tool names.
+        call_count: ``len(calls)``.
+    """
+
+    def __init__(self, fn: Callable[[list[Message]], Reply | Awaitable[Reply]]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    async def acomplete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> LLMResponse:
+        """Record the call and return ``fn(messages)`` as an :class:`LLMResponse`.
+
+        Raises:
+            TypeError: ``fn`` returned an unsupported form.
+            ValueError: ``fn`` returned an empty tool-call list or a call without ``name``.
+        """
+        self._record(messages, tools)
+        reply = self.fn(list(messages))
+        if inspect.isawaitable(reply):
+            reply = await reply
+        seen = sum(len(message.tool_calls) for message in messages)
+        response, _ = _to_response(reply, first_id=seen + 1)
+        return response
+
+
+def _to_response(reply: Reply, *, first_id: int) -> tuple[LLMResponse, int]:
+    """Return the reply as a response, and how many ``call_<n>`` ids were generated."""
+    if isinstance(reply, LLMResponse):
+        return reply, 0
+    if isinstance(reply, str):
+        return LLMResponse(text=reply, finish_reason="stop"), 0
+    if isinstance(reply, Sequence) and not isinstance(reply, bytes | bytearray):
+        if not reply:
+            raise ValueError("a tool-call answer must hold at least one call")
+        calls: list[ToolCall] = []
+        next_id = first_id
+        for item in reply:
+            if isinstance(item, ToolCall):
+                calls.append(item)
+                continue
+            if not isinstance(item, Mapping):
+                raise TypeError(f"a tool call must be a ToolCall or a dict, got {type(item)}")
+            name, arguments = item.get("name"), item.get("arguments", {})
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"a scripted tool call needs a 'name', got {dict(item)!r}")
+            if not isinstance(arguments, Mapping):
+                raise TypeError(f"tool call {name!r}: 'arguments' must be a dict")
+            call_id = item.get("id")
+            if call_id is None:
+                call_id, next_id = f"call_{next_id}", next_id + 1
+            calls.append(ToolCall(id=str(call_id), name=name, arguments=dict(arguments)))
+        return LLMResponse(tool_calls=calls, finish_reason="tool_calls"), next_id - first_id
+    raise TypeError(
+        f"unsupported scripted answer {type(reply).__name__}: give a str, a list of tool calls "
+        "or an LLMResponse"
+    )
