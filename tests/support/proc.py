@@ -1,0 +1,42 @@
+"""Run test children in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_env(fault: str | None = None, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("TETHER_FAULT", None)
+    if fault:
+        env["TETHER_FAULT"] = fault
+    env.update(extra)
+    return env
+
+
+def run_child(args: list[str], *, fault: str | None = None, timeout: float = 60, **extra: str) -> tuple[int, dict[str, Any] | None]:
+    """Run ``python -m tests.support.child *args``; returns (returncode, parsed output)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.support.child", *args],
+        env=child_env(fault, **extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    out = None
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if lines:
+        out = json.loads(lines[-1])
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return proc.returncode, out
