@@ -173,7 +173,7 @@ class AnthropicMessages:
         """Return the keyword arguments of ``messages.create`` for this call.
 
         Shape: ``{"model", "max_tokens", "messages": [...], "system"?: str, "tools"?: [...],
-        "temperature"?}``; JSON-able, and free of credentials.
+        "extra_body"?: {"temperature": float}}``; JSON-able, and free of credentials.
         """
         system, converted = to_anthropic_messages(messages)
         request: dict[str, Any] = {
@@ -186,7 +186,8 @@ class AnthropicMessages:
         if tools:
             request["tools"] = to_anthropic_tools(tools)
         if self.temperature is not None:
-            request["temperature"] = self.temperature
+            # Recent SDKs dropped the typed ``temperature`` argument; the API still reads it.
+            request["extra_body"] = {"temperature": self.temperature}
         return request
 
     async def aclose(self) -> None:
