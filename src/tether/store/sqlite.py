@@ -273,10 +273,8 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            except sqlite3.DatabaseError as exc:
-                raise StoreUnavailableError(
-                    f"cannot open SQLite database {self.path!r}: {exc}"
-                ) from exc
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
             self._local.conn = conn
         return conn
 

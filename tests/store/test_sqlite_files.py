@@ -1,0 +1,72 @@
+"""SQLite-specific hostile files: newer schema, not a database, truncated, read-only."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from tether import Chain, SQLiteCheckpointer
+from tether.errors import CorruptRecordError, SchemaVersionError, StoreError, StoreUnavailableError
+
+
+def _one_run(path):
+    store = SQLiteCheckpointer(path)
+    chain = Chain("c", store)
+    chain.add_node("a", lambda s: {"a": 1})
+    eid = chain.run({}).execution_id
+    store.close()
+    return eid
+
+
+def test_a_file_from_a_newer_schema_version_is_refused_and_left_intact(tmp_path):
+    path = tmp_path / "t.db"
+    eid = _one_run(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO tether_schema VALUES (99, 0)")
+    with pytest.raises(SchemaVersionError) as info:
+        SQLiteCheckpointer(path)
+    assert info.value.found == 99 and "upgrade tether" in str(info.value)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?",
+                            (eid,)).fetchone()[0] == 2
+
+
+def test_a_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "t.db"
+    path.write_bytes(b"this is a text file, not sqlite" * 100)
+    with pytest.raises(CorruptRecordError, match="not a readable tether SQLite database"):
+        SQLiteCheckpointer(path)
+    assert path.read_bytes().startswith(b"this is a text file")
+
+
+def test_a_truncated_database_gives_a_store_error(tmp_path):
+    path = tmp_path / "t.db"
+    _one_run(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(StoreError):
+        store = SQLiteCheckpointer(path)
+        store.list_runs()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_a_read_only_database_refuses_writes_clearly(tmp_path):  # pragma: no cover - root here
+    path = tmp_path / "t.db"
+    _one_run(path)
+    os.chmod(path, 0o444)
+    with pytest.raises(StoreUnavailableError):
+        SQLiteCheckpointer(path)
+
+
+def test_corrupt_state_row_is_a_clear_error(tmp_path):
+    path = tmp_path / "t.db"
+    eid = _one_run(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE checkpoints SET state = ? WHERE execution_id = ? AND seq = 1",
+                     (b"{not json", eid))
+    store = SQLiteCheckpointer(path)
+    with pytest.raises(CorruptRecordError, match="not valid JSON"):
+        store.list(eid)
+    assert store.get_run(eid).status == "completed"

@@ -1,0 +1,48 @@
+"""The public surface is pinned: adding or removing a name is a deliberate change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import tether
+
+EXPECTED = {
+    "AlreadyResumed", "Chain", "ChainResult", "ChainResumeError", "Checkpoint",
+    "CheckpointNotFoundError", "Checkpointer", "ConcurrentWriteError", "ConfigurationError",
+    "CorruptRecordError", "ExecutionError", "InterruptSignal", "PendingInterrupt",
+    "PostgresCheckpointer", "PruneResult", "Resume", "ResumeError", "RunNotFoundError",
+    "RunRecord", "RunnerMismatchError", "SQLiteCheckpointer", "SchemaVersionError",
+    "SerializationError", "StoreError", "StoreUnavailableError", "TetherError", "connect",
+    "current_agent_path", "current_execution_id", "current_idempotency_key", "idempotent",
+    "interrupt", "latest_forkable", "latest_resumable",
+}
+
+
+def test_exported_names_are_pinned():
+    assert set(tether.__all__) == EXPECTED
+    for name in tether.__all__:
+        assert getattr(tether, name) is not None
+
+
+def test_interrupt_signal_is_a_base_exception_not_an_exception():
+    assert issubclass(tether.InterruptSignal, BaseException)
+    assert not issubclass(tether.InterruptSignal, Exception)
+
+
+def test_every_error_derives_from_the_root():
+    for name in EXPECTED:
+        obj = getattr(tether, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, tether.TetherError), name
+
+
+def test_import_tether_needs_no_optional_extras():
+    code = (
+        "import sys, tether; "
+        "bad = [m for m in ('psycopg', 'psycopg_pool', 'openai', 'anthropic', 'starlette', "
+        "'opentelemetry', 'click', 'rich') if m in sys.modules]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,112 @@
+"""Typed envelopes and path-naming errors (DESIGN section 7)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import uuid
+from decimal import Decimal
+
+import pytest
+from pydantic import BaseModel
+
+from tether import Chain, SerializationError, serde
+from tether.errors import CorruptRecordError
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    when: dt.date
+
+
+class Order(BaseModel):
+    id: uuid.UUID
+    total: Decimal
+    point: Point | None = None
+
+
+def test_common_types_round_trip_as_the_same_types():
+    value = {
+        "dt": dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC),
+        "naive": dt.datetime(2026, 1, 1, 1, 1),
+        "d": dt.date(2026, 11, 29),
+        "t": dt.time(12, 30),
+        "u": uuid.uuid4(),
+        "dec": Decimal("10.005"),
+        "b": b"\x00\x01\xff",
+        "e": Color.RED,
+        "dc": Point(1, dt.date(2020, 1, 1)),
+        "pm": Order(id=uuid.UUID(int=1), total=Decimal("9.90"), point=Point(2, dt.date(2021, 2, 2))),
+        "tup": (1, "a"),
+        "set": {3, 1, 2},
+        "nested": [{"x": [Decimal("1")]}],
+        "__tether__": "a user key that looks like ours",
+    }
+    back = serde.loads(serde.dumps(value))
+    assert back == value
+    assert type(back["pm"]) is Order and type(back["dc"]) is Point and back["e"] is Color.RED
+
+
+def test_user_dict_shaped_like_an_envelope_is_not_mistaken():
+    value = {"inner": {"__tether__": "uuid", "v": "not-a-uuid"}}
+    assert serde.loads(serde.dumps(value)) == value
+
+
+def test_unsupported_value_names_its_path():
+    with pytest.raises(SerializationError) as info:
+        serde.dumps({"order": {"items": [1, {"when": object()}]}}, "state")
+    assert info.value.path == 'state["order"]["items"][1]["when"]'
+    assert "builtins.object" in str(info.value)
+
+
+def test_non_str_keys_and_huge_ints_are_refused():
+    with pytest.raises(SerializationError, match=r'state\["m"\]\[1\]'):
+        serde.dumps({"m": {1: "x"}}, "state")
+    with pytest.raises(SerializationError, match="64-bit"):
+        serde.dumps({"n": 2**70}, "state")
+
+
+def test_decoding_never_imports_modules():
+    data = b'{"__tether__":"dataclass","v":{"cls":"antigravity:Fly","fields":{}}}'
+    with pytest.raises(CorruptRecordError, match="not imported"):
+        serde.loads(data)
+    bad = b'{"__tether__":"enum","v":{"cls":"os:system","value":"ls"}}'
+    with pytest.raises(CorruptRecordError, match="not a enum class|not a class"):
+        serde.loads(bad)
+
+
+def test_bad_state_fails_before_commit_and_run_stays_resumable(store):
+    chain = Chain("bad-state", store)
+    calls = {"b": 0}
+    chain.add_node("a", lambda s: {"a": 1})
+
+    def b(state):
+        calls["b"] += 1
+        if calls["b"] == 1:
+            return {"order": {"when": object()}}
+        return {"order": {"when": dt.date(2026, 1, 1)}}
+
+    chain.add_node("b", b)
+    chain.add_edge("a", "b")
+    failed = chain.run({})
+    assert failed.status == "failed"
+    assert isinstance(failed.error, SerializationError)
+    assert failed.error.path == 'state["order"]["when"]'
+    assert failed.error.node_id == "b"
+    assert [c.node_id for c in store.list(failed.execution_id)] == ["a", "run_end"]
+    done = chain.resume(failed.execution_id)
+    assert done.output["order"]["when"] == dt.date(2026, 1, 1)
+
+
+def test_bad_input_is_refused_before_a_run_exists(store):
+    chain = Chain("bad-input", store)
+    chain.add_node("a", lambda s: {})
+    with pytest.raises(SerializationError, match=r'input\["x"\]'):
+        chain.run({"x": object()})
+    assert store.list_runs() == []
