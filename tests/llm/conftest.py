@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from stub_server import StubServer
+
+from tests.llm.stub_server import StubServer
 
 
 @pytest.fixture

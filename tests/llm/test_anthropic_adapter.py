@@ -6,9 +6,9 @@ import json
 
 import anthropic
 import pytest
-from stub_server import StubServer
-from validators import assert_anthropic_request_valid
 
+from tests.llm.stub_server import StubServer
+from tests.llm.validators import assert_anthropic_request_valid
 from tether.llm import LLM, Message, ProviderError, ToolCall, ToolSpec, Usage
 from tether.llm.anthropic import AnthropicMessages, to_anthropic_messages
 

@@ -10,9 +10,9 @@ import textwrap
 
 import openai
 import pytest
-from stub_server import StubServer
-from validators import assert_openai_request_valid
 
+from tests.llm.stub_server import StubServer
+from tests.llm.validators import assert_openai_request_valid
 from tether.errors import ConfigurationError
 from tether.llm import INVALID_JSON_KEY, LLM, Message, ProviderError, ToolCall, ToolSpec, Usage
 from tether.llm.openai import OpenAIChat

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from validators import assert_anthropic_request_valid, assert_openai_request_valid
 
+from tests.llm.validators import assert_anthropic_request_valid, assert_openai_request_valid
 from tether.llm import Message, ToolCall
 from tether.llm.anthropic import to_anthropic_messages
 from tether.llm.openai import to_openai_messages
