@@ -11,8 +11,13 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from .checkpoint import Checkpoint
-from .errors import AlreadyResumed, ChainResumeError, ConfigurationError, RunNotFoundError
-from .errors import RunnerMismatchError
+from .errors import (
+    AlreadyResumed,
+    ChainResumeError,
+    ConfigurationError,
+    RunnerMismatchError,
+    RunNotFoundError,
+)
 from .interrupt import Resume
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
@@ -170,9 +175,7 @@ async def claim_heartbeat(
     async def beat() -> None:
         while True:
             await asyncio.sleep(lease_seconds / 3)
-            if not await store.arenew_claim(
-                execution_id, owner=owner, lease_seconds=lease_seconds
-            ):
+            if not await store.arenew_claim(execution_id, owner=owner, lease_seconds=lease_seconds):
                 return
 
     task = asyncio.create_task(beat())

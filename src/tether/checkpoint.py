@@ -19,14 +19,16 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_END",
     "Checkpoint",
-    "StepType",
     "Status",
+    "StepType",
     "latest_forkable",
     "latest_resumable",
     "new_id",
 ]
 
-StepType = Literal["llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"]
+StepType = Literal[
+    "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
+]
 Status = Literal["completed", "interrupted", "failed"]
 
 RUN_END: Final = "run_end"
@@ -100,7 +102,9 @@ class Checkpoint:
 
 def _assert_run(store: Checkpointer, execution_id: str) -> None:
     if store.get_run(execution_id) is None:
-        raise RunNotFoundError(f"no run with execution_id {execution_id!r}", execution_id=execution_id)
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r}", execution_id=execution_id
+        )
 
 
 def latest_resumable(

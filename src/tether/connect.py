@@ -48,7 +48,8 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
             raise ConfigurationError(
                 "Postgres needs the postgres extra: pip install 'tether[postgres]'"
             ) from exc
-        return PostgresCheckpointer.from_url(url, **options)
+        store: Checkpointer = PostgresCheckpointer.from_url(url, **options)
+        return store
     raise ConfigurationError(
         f"unknown database URL scheme {parts.scheme!r} in {url!r}; use sqlite:/// or postgresql://"
     )

@@ -138,7 +138,7 @@ class ChainResumeError(ResumeError):
     """The run cannot be resumed as asked, e.g. a paused run resumed without a ``Resume``."""
 
 
-class AlreadyResumed(ResumeError):  # noqa: N818 - public name fixed by the contract
+class AlreadyResumed(ResumeError):
     """Nothing is left to resume: the run finished, or another caller claimed the interrupt.
 
     Exactly one caller ever gets a given interrupt (DESIGN section 5); every other caller gets
@@ -150,11 +150,11 @@ class ExecutionError(TetherError):
     """A runner's own rule failed while executing."""
 
 
-class MaxIterationsExceeded(ExecutionError):  # noqa: N818 - reads as a condition, like asyncio's
+class MaxIterationsExceeded(ExecutionError):
     """A cycle edge was taken more times than its ``max_iterations`` allows."""
 
 
-class InterruptSignal(BaseException):  # noqa: N818 - public name fixed by the contract
+class InterruptSignal(BaseException):
     """Raised by :func:`tether.interrupt` on first pass to suspend the step for a human.
 
     Derives from ``BaseException`` so that ``except Exception:`` in user code does not swallow

@@ -154,9 +154,7 @@ def _envelope(value: Any, path: str) -> Any:
         return {TAG: "set", "v": items}
     if _BaseModel is not None and isinstance(value, _BaseModel):
         data = {
-            name: getattr(value, name)
-            for name in type(value).model_fields
-            if hasattr(value, name)
+            name: getattr(value, name) for name in type(value).model_fields if hasattr(value, name)
         }
         return {
             TAG: "pydantic",

@@ -57,9 +57,7 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
     serde.dumps(state, "input")  # refuse a bad input before a run exists
     store = chain.checkpointer
     eid = execution_id or new_id()
-    await store.acreate_run(
-        RunRecord(eid, chain.name, chain.kind, status="running", input=state)
-    )
+    await store.acreate_run(RunRecord(eid, chain.name, chain.kind, status="running", input=state))
     return await _drive(chain, store, eid, _Cursor(chain.entry, state))
 
 
@@ -216,7 +214,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     fault("chain.before_commit")
                     await store.aput(cp, release_claim_of=owner)
                 except InterruptSignal as sig:
-                    return await _pause(chain, store, eid, node_id, state, counters, scope, sig, owner)
+                    return await _pause(
+                        chain, store, eid, node_id, state, counters, scope, sig, owner
+                    )
                 except StoreError:
                     raise  # the store refused or went away: write nothing more
                 except Exception as exc:
@@ -277,9 +277,7 @@ async def _pause(
         next_node_id=node_id,
     )
     pending = await store.arecord_interrupt(cp, release_claim_of=owner)
-    return ChainResult(
-        "paused", eid, state=state, pending_interrupt=pending.as_dict()
-    )
+    return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
 
 
 async def _fail(

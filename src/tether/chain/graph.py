@@ -16,7 +16,7 @@ from ..store.base import Checkpointer
 
 __all__ = ["Chain", "Edge"]
 
-NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | None | Awaitable[dict[str, Any] | None]"]
+NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 Condition = Callable[[dict[str, Any]], bool]
 RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
 
@@ -196,9 +196,7 @@ class Chain:
 
         return await start(self, input, execution_id)
 
-    async def aresume(
-        self, execution_id: str, resume_value: Resume | None = None
-    ) -> ChainResult:
+    async def aresume(self, execution_id: str, resume_value: Resume | None = None) -> ChainResult:
         """Continue a run from its latest resumable checkpoint (the table in DESIGN section 4).
 
         Args:

@@ -28,7 +28,7 @@ import orjson
 
 from .. import serde
 from ..checkpoint import Checkpoint
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, SerializationError
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
 MAX_ROWS_BETWEEN_FULL: Final = 512
@@ -82,13 +82,11 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
         SerializationError: naming ``state["key"]...`` of the first value JSON cannot store.
     """
     if type(state) is not dict:
-        raise serde.SerializationError(
-            f"state must be a dict, got {type(state).__name__}", path="state"
-        )
+        raise SerializationError(f"state must be a dict, got {type(state).__name__}", path="state")
     out: dict[str, bytes] = {}
     for k, v in state.items():
         if type(k) is not str:
-            raise serde.SerializationError(
+            raise SerializationError(
                 f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
             )
         out[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
@@ -99,9 +97,9 @@ def _dump_obj(items: dict[str, bytes]) -> bytes:
     return b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in items.items()) + b"}"
 
 
-def encode_state(head: Head | None, keys: dict[str, bytes], *, force_full: bool = False) -> tuple[
-    str, bytes, Head
-]:
+def encode_state(
+    head: Head | None, keys: dict[str, bytes], *, force_full: bool = False
+) -> tuple[str, bytes, Head]:
     """Choose full or delta for the next row and encode it.
 
     Args:

@@ -15,6 +15,7 @@ sync methods inline (:class:`SyncAsyncMixin`).
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -187,14 +188,14 @@ class Checkpointer(Protocol):
 
     def list(
         self, execution_id: str, *, agent_path_prefix: str | None = None
-    ) -> list[Checkpoint]:
+    ) -> builtins.list[Checkpoint]:
         """Every checkpoint of the run in seq order, each with its full state."""
 
     # --- pending interrupts ---------------------------------------------------------------
     def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
         """The run's pending interrupt, claimed or not."""
 
-    def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
+    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
         """Pending interrupts, oldest first."""
 
     def claim_interrupt(
@@ -238,7 +239,9 @@ class Checkpointer(Protocol):
         """The run's whole idempotency cache."""
 
     # --- maintenance ----------------------------------------------------------------------
-    def prune(self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False) -> PruneResult:
+    def prune(
+        self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False
+    ) -> PruneResult:
         """Delete finished runs that ended before the cutoff, with their checkpoints and cache.
 
         Never touches a paused or unfinished run (DESIGN section 7).
@@ -279,7 +282,9 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
     ) -> PendingInterrupt | None: ...
-    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool: ...
+    async def arenew_claim(
+        self, execution_id: str, *, owner: str, lease_seconds: float
+    ) -> bool: ...
     async def arelease_claim(self, execution_id: str, *, owner: str) -> bool: ...
     async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]: ...
     async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any: ...

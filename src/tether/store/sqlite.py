@@ -12,6 +12,7 @@ about ten times the cost per commit.
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import os
 import sqlite3
@@ -167,9 +168,7 @@ ANSWER_PENDING: Final = (
     "UPDATE pending_interrupts SET resume_value = ? "
     "WHERE execution_id = ? AND resume_value IS NULL AND claimed_by IS NULL"
 )
-SELECT_IDEMPOTENT: Final = (
-    "SELECT value FROM idempotency_cache WHERE execution_id = ? AND key = ?"
-)
+SELECT_IDEMPOTENT: Final = "SELECT value FROM idempotency_cache WHERE execution_id = ? AND key = ?"
 INSERT_IDEMPOTENT: Final = (
     "INSERT INTO idempotency_cache (execution_id, key, value, created_at) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (execution_id, key) DO NOTHING"
@@ -522,7 +521,9 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                     now,
                 ),
             )
-            conn.execute(UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, checkpoint.execution_id))
+            conn.execute(
+                UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, checkpoint.execution_id)
+            )
         self._heads.set(checkpoint.execution_id, head)
         return PendingInterrupt(
             execution_id=checkpoint.execution_id,
@@ -577,7 +578,9 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 # Whoever reads a run's newest row is about to continue it: refresh the
                 # writer's head, which another process may have moved on.
                 cp, raw = self._with_raw_state(conn, row)
-                self._heads.set(execution_id, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9]))
+                self._heads.set(
+                    execution_id, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
+                )
                 return cp
             return None if row is None else self._with_state(conn, row)
 
@@ -586,10 +589,12 @@ class SQLiteCheckpointer(SyncAsyncMixin):
             row = conn.execute(SELECT_BY_ID, (execution_id, checkpoint_id)).fetchone()
             return None if row is None else self._with_state(conn, row)
 
-    def list(self, execution_id: str, *, agent_path_prefix: str | None = None) -> list[Checkpoint]:
+    def list(
+        self, execution_id: str, *, agent_path_prefix: str | None = None
+    ) -> builtins.list[Checkpoint]:
         with self._read() as conn:
             rows = conn.execute(SELECT_ALL, (execution_id,)).fetchall()
-        out: list[Checkpoint] = []
+        out: builtins.list[Checkpoint] = []
         raw: dict[str, Any] = {}
         prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
         for row in rows:
@@ -608,7 +613,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
             row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
         return None if row is None else _pending_from_row(row)
 
-    def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
+    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
         with self._read() as conn:
             return [_pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
 
@@ -638,7 +643,9 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 ),
             ).fetchone()
             if row is not None:
-                conn.execute(UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id))
+                conn.execute(
+                    UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
+                )
         return None if row is None else _pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
