@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import anthropic
 import pytest
 
 from tests.llm.stub_server import StubServer
 from tests.llm.validators import assert_anthropic_request_valid
+from tether.errors import ConfigurationError
 from tether.llm import LLM, Message, ProviderError, ToolCall, ToolSpec, Usage
 from tether.llm.anthropic import AnthropicMessages, to_anthropic_messages
 
@@ -225,3 +227,27 @@ def test_history_is_reshaped_to_alternate_with_results_first() -> None:
         {"type": "text", "text": "(the user typed while tools ran)"},
     ]
     assert messages[3]["content"] == [{"type": "text", "text": "done"}]
+
+
+def test_missing_credentials_are_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("ANTHROPIC_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        AnthropicMessages("claude-test")
+    # A config directory without a profile is refused by the SDK itself; same error.
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        AnthropicMessages("claude-test")
+
+
+async def test_slow_server_times_out_as_provider_error(stub: StubServer) -> None:
+    stub.script([{"text": "late", "delay_seconds": 1.0}])
+    async with make_llm(stub, timeout_seconds=0.2) as llm:
+        with pytest.raises(ProviderError, match="timed out") as caught:
+            await llm.acomplete([Message.user("Hi")], [])
+    assert isinstance(caught.value.__cause__, anthropic.APITimeoutError)

@@ -282,3 +282,23 @@ def test_sdk_in_a_child_process_talks_to_the_parent_stub(stub: StubServer) -> No
         {"id": "call_c", "name": "get_weather", "arguments": {}}
     ]
     assert stub.requests[0]["messages"] == [{"role": "user", "content": "from child"}]
+
+
+async def test_a_response_without_choices_is_a_provider_error(stub: StubServer) -> None:
+    stub.script(
+        [
+            {
+                "body": {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "m",
+                    "choices": [],
+                }
+            }
+        ]
+    )
+    async with make_llm(stub) as llm:
+        with pytest.raises(ProviderError, match="no choices") as caught:
+            await llm.acomplete([Message.user("Hi")], [])
+    assert caught.value.status_code is None

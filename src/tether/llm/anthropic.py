@@ -71,7 +71,8 @@ class AnthropicMessages:
             (with backoff) before the adapter raises :class:`ProviderError`.
 
     Raises:
-        ConfigurationError: the SDK refused the client configuration.
+        ConfigurationError: no API key was given and the SDK finds no credentials in the
+            environment, or the SDK refused the client configuration.
         ImportError: the ``anthropic`` package is not installed.
     """
 
@@ -113,11 +114,18 @@ class AnthropicMessages:
 
         try:
             first = build()
-        except sdk.AnthropicError as exc:
+        except (sdk.AnthropicError, ValueError) as exc:
             raise ConfigurationError(
                 f"AnthropicMessages({model!r}) cannot build its client: pass api_key= or set "
                 f"ANTHROPIC_API_KEY ({exc})"
             ) from exc
+        # The SDK resolves credentials (key, token, profile) when the client is built, but only
+        # complains when a request is sent, with a bare TypeError; fail here instead.
+        if not any(getattr(first, attr, None) for attr in ("api_key", "auth_token", "credentials")):
+            raise ConfigurationError(
+                f"AnthropicMessages({model!r}) has no credentials: pass api_key= or set "
+                "ANTHROPIC_API_KEY"
+            )
         self._clients = _ClientPerLoop(build, first=first)
 
     def __repr__(self) -> str:
