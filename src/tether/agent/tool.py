@@ -72,6 +72,15 @@ class Tool(Generic[P, R]):
     Calling the object calls the function unchanged; ``inspect.signature`` and the docstring
     are the function's own.
 
+    Args:
+        fn: the function (sync or ``async``).
+        name: see :func:`tool`.
+        description: see :func:`tool`.
+        localns: extra names for resolving string annotations (the decorating scope's locals).
+
+    Raises:
+        ConfigurationError: as for :func:`tool`.
+
     Attributes:
         name: the name the model calls it by.
         description: what the model is told the tool does.
