@@ -22,8 +22,11 @@ Tree::
     ├── ResumeError
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
-    └── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
-        └── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
+    ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
+    │   └── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
+    ├── ProviderError                   an LLM provider call failed (tether.llm.base)
+    ├── ToolArgumentsError              a model sent arguments a tool rejects (tether.agent.tool)
+    └── ScriptExhaustedError            a test double ran out of responses (tether.testing)
 
 Errors carry structured fields (``execution_id``, ``node_id``, ``path``) besides their message.
 """
