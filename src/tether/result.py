@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["ChainResult", "RunStatusName"]
+if TYPE_CHECKING:
+    from .llm.messages import Message, Usage
+
+__all__ = ["AgentResult", "ChainResult", "RunStatusName"]
 
 RunStatusName = Literal["completed", "paused", "failed"]
 
@@ -35,6 +38,39 @@ class ChainResult:
     error: BaseException | None = None
 
     def raise_for_status(self) -> ChainResult:
+        """Re-raise the run's error if it failed; return self otherwise."""
+        if self.status == "failed" and self.error is not None:
+            raise self.error
+        return self
+
+
+@dataclass(slots=True)
+class AgentResult:
+    """The outcome of ``Agent.arun`` / ``aresume`` / ``afork``.
+
+    Attributes:
+        status: ``completed``, ``paused`` or ``failed``.
+        execution_id: the run's id (a fork's own new id).
+        output: the model's final text on completion, else ``None``.
+        parsed: with the agent's ``output_type``: the final text parsed into that pydantic
+            model; else ``None``.
+        messages: the whole history at the last boundary reached, oldest first (system prompt
+            included); for a pause, the history the paused tool will see again.
+        usage: tokens summed over every model call of the run so far (across resumes).
+        pending_interrupt: for a pause, ``{reason, context, node_id, agent_path}``.
+        error: for a failure, the exception that escaped (also recorded on the run).
+    """
+
+    status: RunStatusName
+    execution_id: str
+    output: str | None = None
+    parsed: Any = None
+    messages: list[Message] = field(default_factory=list)
+    usage: Usage | None = None
+    pending_interrupt: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+    def raise_for_status(self) -> AgentResult:
         """Re-raise the run's error if it failed; return self otherwise."""
         if self.status == "failed" and self.error is not None:
             raise self.error

@@ -1,0 +1,634 @@
+"""The agent executor: the tool loop, a checkpoint before every model call and every tool,
+pause, resume by ``node_id``, and fork (DESIGN sections 2-4, 8, 9).
+
+Rows an agent writes, all under ``agent_path = <parent>/agent:<name>``:
+
+- ``turn:N`` (``llm_call``, ``completed``): before the Nth model call; state is the history so
+  far. ``node_input`` is ``{"reask": k}`` when the call is the kth corrective re-ask of the
+  final answer (those calls do not count against ``max_turns``), else ``None``.
+- ``turn:N/tool:<name>`` (``tool_call``, ``completed``): before a tool runs, with
+  ``node_input = {"tool_call_id", "name", "arguments"}``; agent_path gains ``/tool:<name>``.
+- the same node_id as ``hitl_pause`` / ``interrupted`` when the tool called ``interrupt()``.
+- ``run_end`` (``completed`` / ``failed``): once per run, by the outermost runner only.
+
+Every state snapshot is ``{"messages": [Message.to_dict()...], "turn": N, "usage":
+Usage.to_dict()}``; ``messages`` only ever grows, so a delta-storing backend writes only the
+new messages per row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from .. import serde
+from .._context import RunContext, agent_path_scope, current_agent_path, run_scope
+from .._faults import fault
+from .._runner import claim, claim_heartbeat, load_run
+from ..checkpoint import Checkpoint, new_id
+from ..errors import (
+    AlreadyResumed,
+    CheckpointNotFoundError,
+    ConfigurationError,
+    InterruptSignal,
+    StoreError,
+)
+from ..interrupt import InterruptScope, Resume, check_resume_value, interrupt_scope
+from ..llm.messages import Message, ToolCall, Usage
+from ..result import AgentResult
+from ..store.base import RunRecord
+from .errors import MaxTurnsExceeded, OutputValidationError
+from .tool import ToolArgumentsError
+
+if TYPE_CHECKING:
+    from ..store.base import Checkpointer
+    from .agent import Agent
+
+MAX_OUTPUT_REASKS = 2
+"""How many times a final answer that does not parse into ``output_type`` is sent back."""
+
+DID_NOT_RUN = (
+    "Error: tool {name!r} did not run. The run paused for a human at {paused!r} in the same "
+    "turn and was resumed there; the other calls of that turn were not dispatched. Call it "
+    "again if you still need it."
+)
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where a drive starts.
+
+    Attributes:
+        messages / turn / usage: the state of the row re-entered.
+        calls: tool calls of the current turn still to dispatch; when non-empty the drive
+            starts in the tool phase of ``turn``.
+        reinvoke_first: the first call's pre-tool row exists already (resume): run it without
+            writing another.
+        skip_siblings: answer every call after the first with :data:`DID_NOT_RUN` (resume of
+            an interrupted tool, DESIGN section 4 "Several tools in one turn").
+        answers: the answers in scope for the first call's ``interrupt()`` calls.
+        claim_owner: the claim on a pending interrupt this drive holds, released by its next
+            write.
+        write_turn_row: in the model phase, write the ``turn:N`` row first (false when
+            re-entering that very row).
+        reask: the re-ask number of the model call at ``turn`` (0 for a loop turn).
+    """
+
+    messages: list[Message]
+    turn: int
+    usage: Usage
+    calls: list[ToolCall] = field(default_factory=list)
+    reinvoke_first: bool = False
+    skip_siblings: bool = False
+    answers: list[Resume] = field(default_factory=list)
+    claim_owner: str | None = None
+    write_turn_row: bool = True
+    reask: int = 0
+
+
+def state_of(messages: list[Message], turn: int, usage: Usage) -> dict[str, Any]:
+    """The state snapshot of an agent row (see the module docstring)."""
+    return {"messages": [m.to_dict() for m in messages], "turn": turn, "usage": usage.to_dict()}
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _agent_path(agent: Agent) -> str:
+    parent = current_agent_path()
+    segment = f"agent:{agent.name}"
+    return segment if not parent else f"{parent}/{segment}"
+
+
+def tool_result_text(value: Any) -> str:
+    """A tool's return value as the text of its tool message: a ``str`` as is, anything else
+    as JSON (pydantic models and dataclasses by their fields; other non-JSON values by
+    ``str``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pydantic.BaseModel):
+        value = value.model_dump(mode="json")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+# --- entry points -----------------------------------------------------------------------
+def initial_messages(agent: Agent, input: Any) -> list[Message]:
+    """The history a run starts with: the system prompt (unless the input brings its own),
+    then the input.
+
+    Raises:
+        ConfigurationError: ``input`` is neither a ``str`` nor a list of :class:`Message`.
+    """
+    if isinstance(input, str):
+        messages = [Message.user(input)]
+    elif isinstance(input, list) and input and all(isinstance(m, Message) for m in input):
+        messages = list(input)
+    else:
+        raise ConfigurationError(
+            "an agent's input is a str or a non-empty list of tether.llm.Message, got "
+            f"{type(input).__name__}"
+        )
+    if agent.system_prompt and messages[0].role != "system":
+        messages.insert(0, Message.system(agent.system_prompt))
+    return messages
+
+
+async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResult:
+    messages = initial_messages(agent, input)
+    store = agent.checkpointer
+    eid = execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid, agent.name, agent.kind, status="running", input=[m.to_dict() for m in messages]
+        )
+    )
+    return await drive(agent, store, eid, _Cursor(messages, 0, Usage()))
+
+
+async def latest_resumable(
+    store: Checkpointer, eid: str, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The row to re-enter: steps over a failed run_end, refuses a completed one."""
+    last = await store.aget_last(eid, agent_path_prefix=agent_path_prefix)
+    if last is not None and last.is_run_end and last.status == "completed":
+        raise AlreadyResumed(
+            f"run {eid!r} already completed; fork it to branch a new run", execution_id=eid
+        )
+    while last is not None and last.is_run_end:
+        last = await store.aget_last(eid, before_seq=last.seq, agent_path_prefix=agent_path_prefix)
+    return last
+
+
+def _stored_answers(node_input: Any) -> list[Resume]:
+    if isinstance(node_input, dict):
+        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
+    return []
+
+
+def cursor_at(
+    node_id: str,
+    status: str,
+    node_input: Any,
+    state: dict[str, Any],
+    answers: list[Resume] | None = None,
+) -> _Cursor:
+    """The cursor that re-enters an agent row (DESIGN section 4, agents).
+
+    ``turn:N`` re-asks the model with the saved history; ``turn:N/tool:X`` re-invokes that tool
+    with its saved arguments without calling the model, then dispatches the calls of the turn
+    after it (or, for an ``interrupted`` row, answers them as not run).
+
+    Raises:
+        ConfigurationError: the row is not an agent row, or its tool call is not in the history.
+    """
+    messages = [Message.from_dict(m) for m in state.get("messages", ())]
+    turn = int(state.get("turn", 0))
+    usage = Usage.from_dict(state.get("usage") or {})
+    if node_id.startswith("turn:") and "/tool:" not in node_id:
+        reask = int(node_input.get("reask", 0)) if isinstance(node_input, dict) else 0
+        return _Cursor(messages, turn, usage, write_turn_row=False, reask=reask)
+    if node_id.startswith("turn:") and isinstance(node_input, dict):
+        call_id = node_input.get("tool_call_id")
+        for message in reversed(messages):
+            if message.role != "assistant" or not message.tool_calls:
+                continue
+            ids = [c.id for c in message.tool_calls]
+            if call_id in ids:
+                return _Cursor(
+                    messages,
+                    turn,
+                    usage,
+                    calls=list(message.tool_calls[ids.index(call_id) :]),
+                    reinvoke_first=True,
+                    skip_siblings=status == "interrupted",
+                    answers=list(answers or []),
+                )
+            break
+    raise ConfigurationError(f"cannot re-enter an agent at row {node_id!r} ({node_input!r})")
+
+
+async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentResult:
+    value = check_resume_value(resume_value)
+    store = agent.checkpointer
+    run = await load_run(store, execution_id, agent.name)
+    cp = await latest_resumable(store, execution_id)
+    if cp is None:
+        if value is not None:
+            raise AlreadyResumed(
+                f"run {execution_id!r} has no pending interrupt to answer",
+                execution_id=execution_id,
+            )
+        # Died before its first row committed: start over from the recorded input.
+        await store.aset_run_status(execution_id, "running")
+        messages = [Message.from_dict(m) for m in run.input or ()]
+        return await drive(agent, store, execution_id, _Cursor(messages, 0, Usage()))
+    node_id, status, node_input = cp.node_id, cp.status, cp.node_input
+    if cp.step_type == "fork_origin" and isinstance(node_input, dict):
+        source = node_input["source"]
+        node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
+        cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
+        cursor.claim_owner = owner
+        return await drive(agent, store, execution_id, cursor)
+    if value is not None:
+        raise AlreadyResumed(
+            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
+            "there is no interrupt to answer",
+            execution_id=execution_id,
+            node_id=cp.node_id,
+        )
+    answers = _stored_answers(node_input) if status == "interrupted" else []
+    cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
+    await store.aset_run_status(execution_id, "running")
+    return await drive(agent, store, execution_id, cursor)
+
+
+async def fork(
+    agent: Agent,
+    execution_id: str,
+    checkpoint_id: str | None,
+    resume_value: Any,
+    new_execution_id: str | None,
+) -> AgentResult:
+    value = check_resume_value(resume_value)
+    store = agent.checkpointer
+    run = await load_run(store, execution_id, agent.name)
+    if checkpoint_id is None:
+        src = await store.aget_last(execution_id)
+    else:
+        src = await store.aget_checkpoint(execution_id, checkpoint_id)
+        if src is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
+                execution_id=execution_id,
+            )
+    while src is not None and src.is_run_end:
+        src = await store.aget_last(execution_id, before_seq=src.seq)
+    if src is None:
+        raise CheckpointNotFoundError(
+            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    source: dict[str, Any] = {
+        "node_id": src.node_id,
+        "status": src.status,
+        "node_input": src.node_input,
+    }
+    if src.step_type == "fork_origin" and isinstance(src.node_input, dict):
+        source = dict(src.node_input["source"])
+    answers: list[Resume] = []
+    if source["status"] == "interrupted":
+        answers = _stored_answers(source["node_input"])
+        if value is not None:
+            answers.append(value)
+            # Kept on the fork's first row so a branch that dies before its next row still
+            # has the answer it was given.
+            source["node_input"] = {
+                **source["node_input"],
+                "answers": [a.to_dict() for a in answers],
+            }
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=execution_id,
+        )
+    cursor = cursor_at(
+        source["node_id"], source["status"], source["node_input"], src.state_snapshot, answers
+    )
+    eid = new_execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid,
+            agent.name,
+            agent.kind,
+            status="running",
+            input=run.input,
+            parent_execution_id=execution_id,
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    await store.aput(
+        Checkpoint(
+            execution_id=eid,
+            node_id=src.node_id,
+            step_type="fork_origin",
+            status="completed",
+            state_snapshot=src.state_snapshot,
+            node_index=src.node_index,
+            node_input={"forked_from": execution_id, "source": source},
+            agent_path=_agent_path(agent),
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    return await drive(agent, store, eid, cursor)
+
+
+async def drive(
+    agent: Agent, store: Checkpointer, eid: str, cursor: _Cursor, *, outermost: bool = True
+) -> AgentResult:
+    """Run the tool loop from ``cursor`` until the agent answers, pauses or fails.
+
+    Args:
+        agent: the agent.
+        store: where the run's rows go.
+        eid: the run's id; a parent runner passes its own so the agent's rows join its run.
+        cursor: where to start.
+        outermost: write the ``run_end`` row. A parent runner (swarm, supervisor, chain node)
+            passes ``False``: then no ``run_end`` is written and an exception that escapes the
+            loop is re-raised for the parent instead of becoming a ``failed`` result. A pause
+            is recorded either way (the agent's own row is the re-entry address).
+
+    Returns:
+        The :class:`AgentResult`.
+
+    Raises:
+        StoreError: the store failed (nothing more is written).
+    """
+    ctx = RunContext(eid, store, agent.name)
+    with run_scope(ctx), agent_path_scope(f"agent:{agent.name}") as path:
+        async with claim_heartbeat(store, eid, cursor.claim_owner, agent.claim_lease_seconds):
+            return await _Loop(agent, store, eid, path, cursor, outermost).run()
+
+
+class _Loop:
+    """One drive of the tool loop; holds the history as it grows."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: Checkpointer,
+        eid: str,
+        path: str,
+        cursor: _Cursor,
+        outermost: bool,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.eid = eid
+        self.path = path
+        self.cursor = cursor
+        self.outermost = outermost
+        self.messages = list(cursor.messages)
+        self.turn = cursor.turn
+        self.usage = cursor.usage
+        self.owner = cursor.claim_owner
+        self.node_id = f"turn:{cursor.turn}"
+
+    def _state(self) -> dict[str, Any]:
+        return state_of(self.messages, self.turn, self.usage)
+
+    def _result(self, status: Any, **kw: Any) -> AgentResult:
+        return AgentResult(status, self.eid, messages=list(self.messages), usage=self.usage, **kw)
+
+    async def _put(self, cp: Checkpoint, **kw: Any) -> None:
+        # The first row after a claimed re-entry commits the answer: it releases the claim.
+        await self.store.aput(cp, release_claim_of=self.owner, **kw)
+        self.owner = None
+
+    async def run(self) -> AgentResult:
+        try:
+            outcome = await self._loop()
+        except StoreError:
+            raise
+        except Exception as exc:
+            if not self.outermost:
+                if self.owner is not None:
+                    await self.store.arelease_claim(self.eid, owner=self.owner)
+                raise
+            return await self._fail(exc)
+        if isinstance(outcome, AgentResult):
+            return outcome
+        text, parsed = outcome
+        fault("agent.after_loop")
+        if self.outermost:
+            await self._put(
+                Checkpoint(
+                    execution_id=self.eid,
+                    node_id="run_end",
+                    step_type="run_end",
+                    status="completed",
+                    state_snapshot=self._state(),
+                    node_index=self.turn,
+                    node_output={"output": text},
+                    agent_path=self.path,
+                ),
+                run_status="completed",
+            )
+        return self._result("completed", output=text, parsed=parsed)
+
+    async def _loop(self) -> tuple[str, Any] | AgentResult:
+        agent, cur = self.agent, self.cursor
+        calls, reinvoke, skip = cur.calls, cur.reinvoke_first, cur.skip_siblings
+        write_turn_row, reask = cur.write_turn_row, cur.reask
+        answers = cur.answers
+        reasks_left = MAX_OUTPUT_REASKS
+        specs = [t.spec for t in agent.tools.values()]
+        while True:
+            if calls:
+                paused = await self._tools(calls, reinvoke, skip, answers)
+                if paused is not None:
+                    return paused
+                calls, reinvoke, skip, answers = [], False, False, []
+                self.turn += 1
+                reask, write_turn_row = 0, True
+            self.node_id = f"turn:{self.turn}"
+            if write_turn_row:
+                await self._put_turn({"reask": reask} if reask else None)
+            write_turn_row = True
+            if not reask and self.turn >= agent.max_turns:
+                raise MaxTurnsExceeded(
+                    f"agent {agent.name!r} reached max_turns={agent.max_turns} model calls "
+                    "while the model still asked for tools",
+                    max_turns=agent.max_turns,
+                    execution_id=self.eid,
+                    node_id=self.node_id,
+                )
+            fault("agent.before_llm")
+            response = await agent.llm.acomplete(self.messages, specs)
+            fault("agent.after_llm")
+            self.usage = self.usage + response.usage
+            self.messages.append(response.to_message())
+            if response.tool_calls:
+                calls = list(response.tool_calls)
+                continue
+            text = response.text or ""
+            try:
+                parsed = self._parse(text)
+            except OutputValidationError as exc:
+                self.messages.append(Message.user(self._correction(exc)))
+                self.turn += 1
+                reask += 1
+                if reasks_left == 0:
+                    await self._boundary(reask)
+                    raise
+                reasks_left -= 1
+                continue
+            if agent.output_guardrail is not None:
+                try:
+                    agent.output_guardrail(parsed if agent.output_type is not None else text)
+                except Exception as exc:
+                    self.messages.append(
+                        Message.user(f"Your answer was rejected by a check: {exc}. Answer again.")
+                    )
+                    self.turn += 1
+                    await self._boundary(reask + 1)
+                    raise
+            return text, parsed
+
+    async def _put_turn(self, node_input: Any) -> None:
+        await self._put(
+            Checkpoint(
+                execution_id=self.eid,
+                node_id=self.node_id,
+                step_type="llm_call",
+                status="completed",
+                state_snapshot=self._state(),
+                node_index=self.turn,
+                node_input=node_input,
+                agent_path=self.path,
+            )
+        )
+
+    async def _boundary(self, reask: int) -> None:
+        """The turn row one past the loop's last turn, written before a failure after the
+        loop, so resume re-asks the model instead of re-running a tool (DESIGN section 4)."""
+        self.node_id = f"turn:{self.turn}"
+        await self._put_turn({"reask": reask, "after_failure": True})
+
+    def _parse(self, text: str) -> Any:
+        output_type = self.agent.output_type
+        if output_type is None:
+            return None
+        body = text.strip()
+        if body.startswith("```"):
+            body = body.strip("`").removeprefix("json").strip()
+        try:
+            return output_type.model_validate_json(body)
+        except pydantic.ValidationError as exc:
+            raise OutputValidationError(
+                f"agent {self.agent.name!r}: the final answer does not parse into "
+                f"{output_type.__name__}: {exc}",
+                output=text,
+                errors=str(exc),
+                execution_id=self.eid,
+                node_id=self.node_id,
+            ) from None
+
+    def _correction(self, exc: OutputValidationError) -> str:
+        assert self.agent.output_type is not None
+        schema = json.dumps(self.agent.output_type.model_json_schema())
+        return (
+            "Your answer could not be parsed. Reply with only a JSON object matching this "
+            f"schema, no other text.\nSchema: {schema}\nProblems: {exc.errors}"
+        )
+
+    async def _tools(
+        self,
+        calls: list[ToolCall],
+        reinvoke_first: bool,
+        skip_siblings: bool,
+        answers: list[Resume],
+    ) -> AgentResult | None:
+        """Dispatch one turn's calls in order; returns the paused result if one paused."""
+        for index, call in enumerate(calls):
+            if index > 0 and skip_siblings:
+                text = DID_NOT_RUN.format(name=call.name, paused=calls[0].name)
+                self.messages.append(Message.tool_result(call.id, text, name=call.name))
+                continue
+            self.node_id = f"turn:{self.turn}/tool:{call.name}"
+            tool_input = {
+                "tool_call_id": call.id,
+                "name": call.name,
+                "arguments": dict(call.arguments),
+            }
+            if not (index == 0 and reinvoke_first):
+                await self._put(
+                    Checkpoint(
+                        execution_id=self.eid,
+                        node_id=self.node_id,
+                        step_type="tool_call",
+                        status="completed",
+                        state_snapshot=self._state(),
+                        node_index=self.turn,
+                        node_input=tool_input,
+                        agent_path=f"{self.path}/tool:{call.name}",
+                    )
+                )
+            fault("agent.before_tool")
+            with (
+                agent_path_scope(f"tool:{call.name}") as tool_path,
+                interrupt_scope(answers if index == 0 else []) as scope,
+            ):
+                try:
+                    text = await self._invoke(call)
+                except InterruptSignal as sig:
+                    return await self._pause(tool_input, tool_path, scope, sig)
+            fault("agent.after_tool")
+            self.messages.append(Message.tool_result(call.id, text, name=call.name))
+        return None
+
+    async def _invoke(self, call: ToolCall) -> str:
+        tool = self.agent.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.agent.tools)) or "none"
+            return f"Error: there is no tool named {call.name!r}. Available tools: {known}."
+        try:
+            result = await tool.ainvoke(call.arguments)
+        except ToolArgumentsError as exc:
+            return f"Error: {exc.message}"
+        return tool_result_text(result)
+
+    async def _pause(
+        self,
+        tool_input: dict[str, Any],
+        tool_path: str,
+        scope: InterruptScope,
+        sig: InterruptSignal,
+    ) -> AgentResult:
+        context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
+        earlier = [a.to_dict() for a in scope.answers[: sig.index]]
+        cp = Checkpoint(
+            execution_id=self.eid,
+            node_id=self.node_id,
+            step_type="hitl_pause",
+            status="interrupted",
+            state_snapshot=self._state(),
+            node_index=self.turn,
+            node_input={**tool_input, "answers": earlier, "interrupt_index": sig.index},
+            interrupt_reason=sig.reason,
+            interrupt_context=context,
+            agent_path=tool_path,
+            next_node_id=self.node_id,
+        )
+        pending = await self.store.arecord_interrupt(cp, release_claim_of=self.owner)
+        self.owner = None
+        return self._result("paused", pending_interrupt=pending.as_dict())
+
+    async def _fail(self, exc: Exception) -> AgentResult:
+        """Write the ``failed`` run-end row; the run stays resumable from its last row."""
+        if self.owner is not None:
+            await self.store.arelease_claim(self.eid, owner=self.owner)
+            self.owner = None
+        await self.store.aput(
+            Checkpoint(
+                execution_id=self.eid,
+                node_id="run_end",
+                step_type="run_end",
+                status="failed",
+                state_snapshot=self._state(),
+                node_index=self.turn,
+                node_output={"error": _error_text(exc), "node_id": self.node_id},
+                agent_path=self.path,
+            ),
+            run_status="failed",
+            error=_error_text(exc),
+        )
+        return self._result("failed", error=exc)
