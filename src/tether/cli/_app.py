@@ -1,0 +1,145 @@
+"""The ``tether`` click group, the options every command shares, and the error boundary."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import click
+
+from ..connect import DEFAULT_URL, connect
+from ..errors import StoreUnavailableError
+from ..registry import Registry, load_app
+from ..store.base import Checkpointer
+from . import _errors
+from ._render import err
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TRACEBACK_ENV = "TETHER_TRACEBACK"
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(package_name="tether", prog_name="tether")
+def cli() -> None:
+    """Operate durable tether runs: inspect, answer, resume, fork, prune.
+
+    Every command reads the store named by --db (default: $TETHER_DATABASE_URL, else
+    sqlite:///tether.db). Commands that continue a run import your runners with
+    --app module:attribute (default: $TETHER_APP). Exit codes: 0 ok, 1 unexpected error or the
+    run failed, 2 already resumed, 3 not found, 4 bad input, 5 store unavailable.
+    """
+
+
+def store_options(fn: F) -> F:
+    """Add ``--db`` and ``--json`` to a command."""
+    fn = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print machine-readable JSON on stdout instead of tables.",
+    )(fn)
+    fn = click.option(
+        "--db",
+        "db_url",
+        envvar="TETHER_DATABASE_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        metavar="URL",
+        help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+    )(fn)
+    return fn
+
+
+def app_option(*, required: bool) -> Callable[[F], F]:
+    """Add ``--app module:attribute`` to a command."""
+    return click.option(
+        "--app",
+        "app_spec",
+        envvar="TETHER_APP",
+        required=required,
+        metavar="MODULE:ATTR",
+        help="Your runners: a tether.Registry, a runner, or a list of runners [env: TETHER_APP].",
+    )
+
+
+def display_url(url: str) -> str:
+    """``url`` with any password masked, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_store(url: str, *, create: bool = False) -> Checkpointer:
+    """Open the store at ``url`` (which runs its forward-only migrations).
+
+    Args:
+        url: a ``tether.connect`` URL.
+        create: allow creating a new SQLite file; otherwise a missing file is an error, so a
+            mistyped path does not quietly produce an empty database.
+
+    Raises:
+        StoreUnavailableError: ``create`` is false and the SQLite file does not exist.
+    """
+    parts = urlsplit(url)
+    if not create and parts.scheme.lower() == "sqlite" and parts.netloc != ":memory:":
+        path = unquote(parts.path)
+        path = path[1:] if path.startswith("/") else path
+        if path and path != ":memory:" and not Path(path).exists():
+            raise StoreUnavailableError(
+                f"no database at {path!r}; check --db / TETHER_DATABASE_URL, or create it "
+                "with `tether db migrate`"
+            )
+    return connect(url)
+
+
+def open_app(spec: str, db_url: str) -> Registry:
+    """Import the user's runners.
+
+    ``TETHER_DATABASE_URL`` is set to ``db_url`` first, so an app whose runners open their
+    store with ``tether.connect()`` (or take the default) reaches the store this command reads.
+    """
+    os.environ["TETHER_DATABASE_URL"] = db_url
+    return load_app(spec)
+
+
+def invoke(argv: list[str]) -> int:
+    """Run the command line and turn every outcome into a documented exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="tether", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        err.print("tether: aborted")
+        return _errors.UNEXPECTED
+    except click.exceptions.UsageError as exc:
+        exc.show()
+        return _errors.BAD_INPUT
+    except click.ClickException as exc:
+        exc.show()
+        return _errors.BAD_INPUT
+    except Exception as exc:
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        code = _errors.exit_code_for(exc)
+        hint = f" (set {TRACEBACK_ENV}=1 for a traceback)" if code == _errors.UNEXPECTED else ""
+        err.print(f"tether: {_errors.one_line(exc)}{hint}", markup=False, highlight=False)
+        return code
+    return result if isinstance(result, int) else _errors.OK
+
+
+def _register() -> None:
+    from . import answer, maintenance, runs
+
+    for command in (*runs.COMMANDS, *answer.COMMANDS, *maintenance.COMMANDS):
+        cli.add_command(command)
+
+
+_register()

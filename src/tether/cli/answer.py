@@ -1,0 +1,254 @@
+"""Commands that change a run: ``approve``, ``reject``, ``resume`` and ``fork``.
+
+``approve`` and ``reject`` work two ways. With ``--app`` they resume the run through its
+runner right away, in this process. Without it they only store the answer
+(``Checkpointer.answer_interrupt``); the run then continues when ``tether resume`` or a worker
+with the runner's code picks it up, and the answer is not lost meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ..errors import AlreadyResumed, ChainResumeError, RunNotFoundError
+from ..interrupt import Resume
+from ..registry import RunOutcome
+from ..store.base import Checkpointer, PendingInterrupt
+from . import _errors
+from ._app import app_option, open_app, open_store, store_options
+from ._render import compact, emit_json, err, out, styled_status
+
+
+def _parse_json(text: str | None, option: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _errors.CommandError(
+            f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}",
+            _errors.BAD_INPUT,
+        ) from None
+
+
+def _answerable(store: Checkpointer, execution_id: str) -> PendingInterrupt:
+    """The run's pending interrupt, if it still waits for an answer.
+
+    Raises:
+        RunNotFoundError: no such run.
+        AlreadyResumed: the interrupt was answered already, or the run paused once and has
+            moved on.
+        CommandError: (exit 3) the run never paused, so there is nothing to answer.
+    """
+    run = store.get_run(execution_id)
+    if run is None:
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r}", execution_id=execution_id
+        )
+    pending = store.get_pending_interrupt(execution_id)
+    if pending is None:
+        if any(cp.status == "interrupted" for cp in store.list(execution_id)):
+            raise AlreadyResumed(
+                f"run {execution_id!r} has no pending interrupt: it was already answered "
+                f"(run status: {run.status})",
+                execution_id=execution_id,
+            )
+        raise _errors.CommandError(
+            f"run {execution_id!r} is not waiting for an answer (status: {run.status})",
+            _errors.NOT_FOUND,
+        )
+    if pending.resume_value is not None:
+        verdict = "approved" if pending.resume_value.get("approved") else "rejected"
+        raise AlreadyResumed(
+            f"the interrupt of run {execution_id!r} at {pending.node_id!r} was already "
+            f"answered ({verdict}); `tether resume {execution_id} --app ...` continues it",
+            execution_id=execution_id,
+            node_id=pending.node_id,
+        )
+    return pending
+
+
+def outcome_json(action: str, result: RunOutcome, **extra: Any) -> dict[str, Any]:
+    """A runner's result as the JSON the run-changing commands print."""
+    return {
+        **extra,
+        "action": action,
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "output": result.output,
+        "pending_interrupt": result.pending_interrupt,
+        "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}",
+    }
+
+
+def report(action: str, result: RunOutcome, as_json: bool, **extra: Any) -> int:
+    """Print a runner's result; exit code 1 when the run failed, else 0."""
+    data = outcome_json(action, result, **extra)
+    if as_json:
+        emit_json(data)
+    else:
+        out.print(f"{action} run {result.execution_id}: {styled_status(result.status)}")
+        if result.pending_interrupt:
+            p = result.pending_interrupt
+            out.print(
+                f"  paused again at {escape(str(p.get('node_id')))} "
+                f"({escape(str(p.get('reason')))}): {escape(compact(p.get('context'), 120))}"
+            )
+        elif result.status == "completed":
+            out.print(f"  output: {escape(compact(result.output, 200))}")
+    if result.status == "failed":
+        err.print(f"tether: the run failed: {data['error']}", markup=False, highlight=False)
+        return _errors.UNEXPECTED
+    return _errors.OK
+
+
+def _answer(
+    execution_id: str,
+    approved: bool,
+    data: Any,
+    note: str | None,
+    app_spec: str | None,
+    db_url: str,
+    as_json: bool,
+) -> int:
+    metadata: dict[str, Any] = {"via": "cli"}
+    if note is not None:
+        metadata["note"] = note
+    value = Resume(approved=approved, data=data, metadata=metadata)
+    verdict = "approved" if approved else "rejected"
+    store = open_store(db_url)
+    try:
+        pending = _answerable(store, execution_id)
+        if app_spec:
+            runner = open_app(app_spec, db_url).for_run(store, execution_id)
+            return report(verdict, runner.resume(execution_id, value), as_json)
+        if not store.answer_interrupt(execution_id, value.to_dict()):
+            raise AlreadyResumed(
+                f"the interrupt of run {execution_id!r} was answered or resumed meanwhile",
+                execution_id=execution_id,
+            )
+    finally:
+        store.close()
+    if as_json:
+        emit_json(
+            {
+                "action": "answer_stored",
+                "execution_id": execution_id,
+                "node_id": pending.node_id,
+                "resume_value": value.to_dict(),
+            }
+        )
+    else:
+        out.print(
+            f"{verdict} run {execution_id} at {escape(pending.node_id)}: answer stored, "
+            "the run has not continued yet (no --app given)."
+        )
+        out.print(
+            f"  continue it with `tether resume {execution_id} --app module:attr`, or let a "
+            "worker with the runner's code pick it up."
+        )
+    return _errors.OK
+
+
+_DATA_HELP = "JSON payload for the answer (Resume.data), e.g. '{\"amount\": 400}'."
+_NOTE_HELP = "A note kept with the answer (Resume.metadata['note'])."
+
+
+@click.command("approve")
+@click.argument("execution_id")
+@click.option("--data", metavar="JSON", help=_DATA_HELP)
+@click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@app_option(required=False)
+@store_options
+def approve(
+    execution_id: str,
+    data: str | None,
+    note: str | None,
+    app_spec: str | None,
+    db_url: str,
+    as_json: bool,
+) -> int:
+    """Approve a run's pending interrupt.
+
+    With --app the run resumes here and the outcome is printed; without it the answer is
+    stored for `tether resume` or a worker to continue.
+    """
+    payload = _parse_json(data, "--data")
+    return _answer(execution_id, True, payload, note, app_spec, db_url, as_json)
+
+
+@click.command("reject")
+@click.argument("execution_id")
+@click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@app_option(required=False)
+@store_options
+def reject(
+    execution_id: str, note: str | None, app_spec: str | None, db_url: str, as_json: bool
+) -> int:
+    """Reject a run's pending interrupt (same modes as approve)."""
+    return _answer(execution_id, False, None, note, app_spec, db_url, as_json)
+
+
+@click.command("resume")
+@click.argument("execution_id")
+@app_option(required=True)
+@store_options
+def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
+    """Continue a run that crashed or failed, or whose answer was stored."""
+    store = open_store(db_url)
+    try:
+        runner = open_app(app_spec, db_url).for_run(store, execution_id)
+        pending = store.get_pending_interrupt(execution_id)
+        if pending is not None and pending.resume_value is None:
+            raise ChainResumeError(
+                f"run {execution_id!r} is paused at {pending.node_id!r} ({pending.reason}) and "
+                f"needs an answer: `tether approve {execution_id}` or `tether reject "
+                f"{execution_id}`",
+                execution_id=execution_id,
+                node_id=pending.node_id,
+            )
+        result = runner.resume(execution_id)
+    finally:
+        store.close()
+    return report("resumed", result, as_json)
+
+
+@click.command("fork")
+@click.argument("execution_id")
+@click.option(
+    "--checkpoint",
+    "checkpoint_id",
+    metavar="CID",
+    help="Branch from this checkpoint (default: the run's newest non-tombstone row).",
+)
+@click.option(
+    "--state", "state_json", metavar="JSON", help="JSON object merged into the branched state."
+)
+@app_option(required=True)
+@store_options
+def fork(
+    execution_id: str,
+    checkpoint_id: str | None,
+    state_json: str | None,
+    app_spec: str,
+    db_url: str,
+    as_json: bool,
+) -> int:
+    """Branch a new run from a checkpoint of a run and run it; the original is untouched."""
+    updates = _parse_json(state_json, "--state")
+    if updates is not None and not isinstance(updates, dict):
+        raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
+    store = open_store(db_url)
+    try:
+        runner = open_app(app_spec, db_url).for_run(store, execution_id)
+        result = runner.fork(execution_id, checkpoint_id, state_updates=updates)
+    finally:
+        store.close()
+    return report("forked", result, as_json, parent_execution_id=execution_id)
+
+
+COMMANDS = (approve, reject, resume, fork)

@@ -1,0 +1,257 @@
+"""Read-only commands: ``runs list``, ``runs show`` and ``pending list``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from ..checkpoint import Checkpoint
+from ..errors import RunNotFoundError
+from ..store.base import PendingInterrupt, RunRecord
+from ._app import open_store, store_options
+from ._render import compact, diff_markup, emit_json, out, state_diff, styled_status, when
+
+RUN_STATUSES = ("running", "paused", "completed", "failed")
+#: Ids are copied into the next command, so their column never wraps or truncates.
+ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    """A run as the JSON object ``runs list`` and ``runs show`` print."""
+    return {
+        "execution_id": run.execution_id,
+        "runner_name": run.runner_name,
+        "runner_kind": run.runner_kind,
+        "status": run.status,
+        "input": run.input,
+        "parent_execution_id": run.parent_execution_id,
+        "parent_checkpoint_id": run.parent_checkpoint_id,
+        "owner": run.owner,
+        "lease_expires_at": run.lease_expires_at,
+        "error": run.error,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
+    """A pending interrupt as JSON; ``state`` is ``waiting``, ``answered`` or ``claimed``."""
+    return {
+        "execution_id": pending.execution_id,
+        "checkpoint_id": pending.checkpoint_id,
+        "node_id": pending.node_id,
+        "agent_path": pending.agent_path,
+        "reason": pending.reason,
+        "context": pending.context,
+        "created_at": pending.created_at,
+        "state": pending_state(pending),
+        "claimed_by": pending.claimed_by,
+        "claim_expires_at": pending.claim_expires_at,
+        "resume_value": pending.resume_value,
+    }
+
+
+def pending_state(pending: PendingInterrupt) -> str:
+    """``waiting`` for an answer, ``answered`` (stored, not yet resumed) or ``claimed``."""
+    if pending.claimed_by:
+        return "claimed"
+    return "waiting" if pending.resume_value is None else "answered"
+
+
+@click.group("runs")
+def runs_group() -> None:
+    """List and inspect runs."""
+
+
+@runs_group.command("list")
+@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
+@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@store_options
+def runs_list(
+    status: str | None, runner_name: str | None, limit: int, db_url: str, as_json: bool
+) -> int:
+    """List runs, newest first."""
+    store = open_store(db_url)
+    try:
+        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        emit_json([run_json(r) for r in found])
+        return 0
+    if not found:
+        out.print("[dim]no runs[/]")
+        return 0
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("execution_id", **ID_COLUMN)
+    table.add_column("runner")
+    table.add_column("status", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("updated (UTC)", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for run in found:
+        note = run.error or (
+            f"fork of {run.parent_execution_id}" if run.parent_execution_id else ""
+        )
+        table.add_row(
+            run.execution_id,
+            escape(f"{run.runner_kind}:{run.runner_name}"),
+            styled_status(run.status),
+            when(run.created_at),
+            when(run.updated_at),
+            escape(note[:80]),
+        )
+    out.print(table)
+    return 0
+
+
+def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
+    """Each checkpoint with the key-level diff of its state against the previous row's.
+
+    The first row is compared with the run's input, so it shows what the first step added.
+    """
+    rows = []
+    previous: Any = run.input
+    for cp in checkpoints:
+        rows.append(
+            {
+                "seq": cp.seq,
+                "checkpoint_id": cp.checkpoint_id,
+                "node_id": cp.node_id,
+                "step_type": cp.step_type,
+                "status": cp.status,
+                "created_at": cp.created_at,
+                "agent_path": cp.agent_path,
+                "next_node_id": cp.next_node_id,
+                "interrupt_reason": cp.interrupt_reason,
+                "parent_checkpoint_id": cp.parent_checkpoint_id,
+                "diff": state_diff(previous, cp.state_snapshot),
+            }
+        )
+        previous = cp.state_snapshot
+    return rows
+
+
+@runs_group.command("show")
+@click.argument("execution_id")
+@store_options
+def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
+    """Show a run: its checkpoint timeline with state diffs, pending interrupt and
+    idempotency cache."""
+    store = open_store(db_url)
+    try:
+        run = store.get_run(execution_id)
+        if run is None:
+            raise RunNotFoundError(
+                f"no run with execution_id {execution_id!r}", execution_id=execution_id
+            )
+        rows = timeline(run, store.list(execution_id))
+        pending = store.get_pending_interrupt(execution_id)
+        cache = store.list_idempotent(execution_id)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(
+            {
+                "run": run_json(run),
+                "checkpoints": rows,
+                "pending_interrupt": None if pending is None else pending_json(pending),
+                "idempotency": cache,
+            }
+        )
+        return 0
+    out.print(
+        f"[bold]{run.execution_id}[/]  {escape(run.runner_kind)}:{escape(run.runner_name)}  "
+        f"{styled_status(run.status)}"
+    )
+    out.print(f"created {when(run.created_at)}  updated {when(run.updated_at)}", style="dim")
+    if run.parent_execution_id:
+        out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}")
+    if run.owner:
+        out.print(f"owner {escape(run.owner)} (lease until {when(run.lease_expires_at)})")
+    if run.error:
+        out.print(f"[red]error[/] {escape(run.error)}")
+    table = Table(title="checkpoints", show_edge=False, header_style="bold", title_justify="left")
+    for column in ("seq", "node_id", "step_type", "status"):
+        table.add_column(column, no_wrap=column != "node_id")
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("agent_path")
+    table.add_column("state diff", overflow="fold")
+    for row in rows:
+        table.add_row(
+            str(row["seq"]),
+            escape(row["node_id"]),
+            row["step_type"],
+            styled_status(row["status"]),
+            when(row["created_at"]),
+            escape(row["agent_path"] or "-"),
+            diff_markup(row["diff"]),
+        )
+    out.print(table if rows else "[dim]no checkpoints yet[/]")
+    if pending is not None:
+        out.print(
+            f"\n[bold yellow]pending interrupt[/] at {escape(pending.node_id)} "
+            f"({escape(pending.reason)}), {pending_state(pending)} since "
+            f"{when(pending.created_at)}"
+        )
+        out.print(f"  context: {escape(compact(pending.context, 200))}")
+        if pending.resume_value is not None:
+            out.print(f"  answer:  {escape(compact(pending.resume_value, 200))}")
+    if cache:
+        out.print(f"\n[bold]idempotency cache[/] ({len(cache)})")
+        for key, value in sorted(cache.items()):
+            out.print(f"  {escape(key[:16])}…  {escape(compact(value, 80))}")
+    return 0
+
+
+@click.group("pending")
+def pending_group() -> None:
+    """Interrupts waiting for a human."""
+
+
+@pending_group.command("list")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@store_options
+def pending_list(limit: int, db_url: str, as_json: bool) -> int:
+    """List pending interrupts, oldest first."""
+    store = open_store(db_url)
+    try:
+        found = store.list_pending_interrupts(limit=limit)
+        runners = {}
+        for p in found:
+            run = store.get_run(p.execution_id)
+            runners[p.execution_id] = run.runner_name if run else None
+    finally:
+        store.close()
+    if as_json:
+        emit_json([{**pending_json(p), "runner_name": runners[p.execution_id]} for p in found])
+        return 0
+    if not found:
+        out.print("[dim]no pending interrupts[/]")
+        return 0
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("execution_id", **ID_COLUMN)
+    for column in ("runner", "node_id", "reason", "state"):
+        table.add_column(column)
+    table.add_column("since (UTC)", no_wrap=True)
+    table.add_column("context", overflow="fold")
+    for p in found:
+        table.add_row(
+            p.execution_id,
+            escape(runners[p.execution_id] or "?"),
+            escape(p.node_id),
+            escape(p.reason),
+            pending_state(p),
+            when(p.created_at),
+            escape(compact(p.context)),
+        )
+    out.print(table)
+    return 0
+
+
+COMMANDS = (runs_group, pending_group)
