@@ -136,9 +136,9 @@ def test_pause_in_first_of_three_tools_then_resume_elsewhere_sends_valid_history
     provider: str, db_url: str, stub: StubServer, log: str
 ) -> None:
     stub.script([{"tool_calls": [APPROVE, LOOKUP, ADD]}, {"text": "refunded"}])
-    code, out = child(db_url, stub, log, "run", "c4", "refund 900", provider=provider)
+    _, out = child(db_url, stub, log, "run", "c4", "refund 900", provider=provider)
     assert out is not None and out["status"] == "paused", out
-    _code, out = child(db_url, stub, log, "resume", "c4", "approve", provider=provider)
+    _, out = child(db_url, stub, log, "resume", "c4", "approve", provider=provider)
     assert out is not None and out["status"] == "completed", out
     assert len(stub.requests) == 2
     assert [c["tool"] for c in tool_log(log)] == ["approve", "approve"]
@@ -159,10 +159,10 @@ def test_provider_error_fails_run_and_resume_reasks_model_without_rerunning_tool
     db_url: str, stub: StubServer, log: str
 ) -> None:
     stub.script([{"tool_calls": [LOOKUP]}, {"status": 400, "error": "bad request"}])
-    code, out = child(db_url, stub, log, "run", "c5", "where?")
+    _, out = child(db_url, stub, log, "run", "c5", "where?")
     assert out is not None and out["status"] == "failed", out
     stub.script([{"text": "shipped"}])
-    _code, out = child(db_url, stub, log, "resume", "c5")
+    _, out = child(db_url, stub, log, "resume", "c5")
     assert out is not None and out["status"] == "completed", out
     assert len(stub.requests) == 3 and len(tool_log(log)) == 1
     assert_all_valid(stub)
