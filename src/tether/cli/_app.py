@@ -119,8 +119,14 @@ def invoke(argv: list[str]) -> int:
     except click.exceptions.Abort:
         err.print("tether: aborted")
         return _errors.UNEXPECTED
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.format_message())
+        return _errors.OK
     except click.exceptions.UsageError as exc:
-        exc.show()
+        where = exc.ctx.command_path if exc.ctx is not None else "tether"
+        err.print(
+            f"tether: {exc.format_message()} (see '{where} --help')", markup=False, highlight=False
+        )
         return _errors.BAD_INPUT
     except click.ClickException as exc:
         exc.show()
