@@ -137,7 +137,7 @@ class Agent:
             ConfigurationError: a bad input, or the execution_id exists already.
             StoreError: the store failed.
         """
-        from ._executor import start
+        from ._entry import start
 
         return await start(self, input, execution_id)
 
@@ -161,7 +161,7 @@ class Agent:
             AlreadyResumed: the run completed, another caller claimed the interrupt, or a
                 ``Resume`` was given where nothing is pending.
         """
-        from ._executor import resume
+        from ._entry import resume
 
         return await resume(self, execution_id, resume_value)
 
@@ -189,7 +189,7 @@ class Agent:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
         """
-        from ._executor import fork
+        from ._entry import fork
 
         return await fork(self, execution_id, checkpoint_id, resume_value, new_execution_id)
 

@@ -1,0 +1,238 @@
+"""Where an agent's drive starts: a new run, a resume by the latest row's ``node_id``, a fork
+(DESIGN sections 4 and 9). The loop itself is :mod:`tether.agent._executor`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._context import current_agent_path
+from .._runner import claim, load_run
+from ..checkpoint import Checkpoint, new_id
+from ..errors import AlreadyResumed, CheckpointNotFoundError, ConfigurationError
+from ..interrupt import Resume, check_resume_value
+from ..llm.messages import Message, Usage
+from ..result import AgentResult
+from ..store.base import RunRecord
+from ._executor import Cursor, drive
+
+if TYPE_CHECKING:
+    from ..store.base import Checkpointer
+    from .agent import Agent
+
+
+def _agent_path(agent: Agent) -> str:
+    parent = current_agent_path()
+    segment = f"agent:{agent.name}"
+    return segment if not parent else f"{parent}/{segment}"
+
+
+def initial_messages(agent: Agent, input: Any) -> list[Message]:
+    """The history a run starts with: the system prompt (unless the input brings its own),
+    then the input.
+
+    Raises:
+        ConfigurationError: ``input`` is neither a ``str`` nor a list of :class:`Message`.
+    """
+    if isinstance(input, str):
+        messages = [Message.user(input)]
+    elif isinstance(input, list) and input and all(isinstance(m, Message) for m in input):
+        messages = list(input)
+    else:
+        raise ConfigurationError(
+            "an agent's input is a str or a non-empty list of tether.llm.Message, got "
+            f"{type(input).__name__}"
+        )
+    if agent.system_prompt and messages[0].role != "system":
+        messages.insert(0, Message.system(agent.system_prompt))
+    return messages
+
+
+async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResult:
+    messages = initial_messages(agent, input)
+    store = agent.checkpointer
+    eid = execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid, agent.name, agent.kind, status="running", input=[m.to_dict() for m in messages]
+        )
+    )
+    return await drive(agent, store, eid, Cursor(messages, 0, Usage()))
+
+
+async def latest_resumable(
+    store: Checkpointer, eid: str, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The row to re-enter: steps over a failed run_end, refuses a completed one."""
+    last = await store.aget_last(eid, agent_path_prefix=agent_path_prefix)
+    if last is not None and last.is_run_end and last.status == "completed":
+        raise AlreadyResumed(
+            f"run {eid!r} already completed; fork it to branch a new run", execution_id=eid
+        )
+    while last is not None and last.is_run_end:
+        last = await store.aget_last(eid, before_seq=last.seq, agent_path_prefix=agent_path_prefix)
+    return last
+
+
+def _stored_answers(node_input: Any) -> list[Resume]:
+    if isinstance(node_input, dict):
+        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
+    return []
+
+
+def cursor_at(
+    node_id: str,
+    status: str,
+    node_input: Any,
+    state: dict[str, Any],
+    answers: list[Resume] | None = None,
+) -> Cursor:
+    """The cursor that re-enters an agent row (DESIGN section 4, agents).
+
+    ``turn:N`` re-asks the model with the saved history; ``turn:N/tool:X`` re-invokes that tool
+    with its saved arguments without calling the model, then dispatches the calls of the turn
+    after it (or, for an ``interrupted`` row, answers them as not run).
+
+    Raises:
+        ConfigurationError: the row is not an agent row, or its tool call is not in the history.
+    """
+    messages = [Message.from_dict(m) for m in state.get("messages", ())]
+    turn = int(state.get("turn", 0))
+    usage = Usage.from_dict(state.get("usage") or {})
+    if node_id.startswith("turn:") and "/tool:" not in node_id:
+        reask = int(node_input.get("reask", 0)) if isinstance(node_input, dict) else 0
+        return Cursor(messages, turn, usage, write_turn_row=False, reask=reask)
+    if node_id.startswith("turn:") and isinstance(node_input, dict):
+        call_id = node_input.get("tool_call_id")
+        for message in reversed(messages):
+            if message.role != "assistant" or not message.tool_calls:
+                continue
+            ids = [c.id for c in message.tool_calls]
+            if call_id in ids:
+                return Cursor(
+                    messages,
+                    turn,
+                    usage,
+                    calls=list(message.tool_calls[ids.index(call_id) :]),
+                    reinvoke_first=True,
+                    skip_siblings=status == "interrupted",
+                    answers=list(answers or []),
+                )
+            break
+    raise ConfigurationError(f"cannot re-enter an agent at row {node_id!r} ({node_input!r})")
+
+
+async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentResult:
+    value = check_resume_value(resume_value)
+    store = agent.checkpointer
+    run = await load_run(store, execution_id, agent.name)
+    cp = await latest_resumable(store, execution_id)
+    if cp is None:
+        if value is not None:
+            raise AlreadyResumed(
+                f"run {execution_id!r} has no pending interrupt to answer",
+                execution_id=execution_id,
+            )
+        # Died before its first row committed: start over from the recorded input.
+        await store.aset_run_status(execution_id, "running")
+        messages = [Message.from_dict(m) for m in run.input or ()]
+        return await drive(agent, store, execution_id, Cursor(messages, 0, Usage()))
+    node_id, status, node_input = cp.node_id, cp.status, cp.node_input
+    if cp.step_type == "fork_origin" and isinstance(node_input, dict):
+        source = node_input["source"]
+        node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
+        cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
+        cursor.claim_owner = owner
+        return await drive(agent, store, execution_id, cursor)
+    if value is not None:
+        raise AlreadyResumed(
+            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
+            "there is no interrupt to answer",
+            execution_id=execution_id,
+            node_id=cp.node_id,
+        )
+    answers = _stored_answers(node_input) if status == "interrupted" else []
+    cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
+    await store.aset_run_status(execution_id, "running")
+    return await drive(agent, store, execution_id, cursor)
+
+
+async def fork(
+    agent: Agent,
+    execution_id: str,
+    checkpoint_id: str | None,
+    resume_value: Any,
+    new_execution_id: str | None,
+) -> AgentResult:
+    value = check_resume_value(resume_value)
+    store = agent.checkpointer
+    run = await load_run(store, execution_id, agent.name)
+    if checkpoint_id is None:
+        src = await store.aget_last(execution_id)
+    else:
+        src = await store.aget_checkpoint(execution_id, checkpoint_id)
+        if src is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
+                execution_id=execution_id,
+            )
+    while src is not None and src.is_run_end:
+        src = await store.aget_last(execution_id, before_seq=src.seq)
+    if src is None:
+        raise CheckpointNotFoundError(
+            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    source: dict[str, Any] = {
+        "node_id": src.node_id,
+        "status": src.status,
+        "node_input": src.node_input,
+    }
+    if src.step_type == "fork_origin" and isinstance(src.node_input, dict):
+        source = dict(src.node_input["source"])
+    answers: list[Resume] = []
+    if source["status"] == "interrupted":
+        answers = _stored_answers(source["node_input"])
+        if value is not None:
+            answers.append(value)
+            # Kept on the fork's first row so a branch that dies before its next row still
+            # has the answer it was given.
+            source["node_input"] = {
+                **source["node_input"],
+                "answers": [a.to_dict() for a in answers],
+            }
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=execution_id,
+        )
+    cursor = cursor_at(
+        source["node_id"], source["status"], source["node_input"], src.state_snapshot, answers
+    )
+    eid = new_execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid,
+            agent.name,
+            agent.kind,
+            status="running",
+            input=run.input,
+            parent_execution_id=execution_id,
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    await store.aput(
+        Checkpoint(
+            execution_id=eid,
+            node_id=src.node_id,
+            step_type="fork_origin",
+            status="completed",
+            state_snapshot=src.state_snapshot,
+            node_index=src.node_index,
+            node_input={"forked_from": execution_id, "source": source},
+            agent_path=_agent_path(agent),
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    return await drive(agent, store, eid, cursor)
