@@ -1,0 +1,168 @@
+"""``python -m benchmarks``: run every workload on every backend, print and save the tables."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from . import memory, peers, workloads
+from .backends import Backend, _bench_tmp, all_backends
+from .report import QUICK, REPS, Section, render
+
+RESULTS = Path(__file__).parent / "results"
+
+WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
+    ("W1: 200-node linear chain, tiny state", workloads.w1_linear),
+    ("W2: 300 steps appending 1 KB each", workloads.w2_growing),
+    ("W3: resume latency after a failure", workloads.w3_resume),
+    ("W4: 16 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
+    ("W5: agent, 200 turns", workloads.w5_agent),
+    ("Memory: one 10,000-step run", memory.memory),
+]
+
+
+def _git(*args: str) -> str:
+    proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    return proc.stdout.strip()
+
+
+def header() -> str:
+    """What the numbers were measured on, and why they are noisy."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    dirty = " (uncommitted changes under src/)" if _git("status", "--porcelain", "src") else ""
+    return "\n".join(
+        [
+            "# tether benchmarks",
+            "",
+            f"- run at {_dt.datetime.now(_dt.UTC):%Y-%m-%d %H:%M} UTC on commit "
+            f"`{_git('rev-parse', '--short', 'HEAD')}`"
+            f"{dirty}",
+            f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+            f"{platform.system()} {platform.release()}, {os.cpu_count()} cores, "
+            f"load average at start {load}",
+            f"- {REPS} repetitions per measurement{' (TETHER_BENCH_QUICK=1)' if QUICK else ''}; "
+            "median, min-max over repetitions; ratios are per-repetition pairs",
+            "- **Noise:** a 2-core machine shared with other engineers' test runs; single "
+            "numbers can move by 2x between runs. Read the ratios (measured side by side) "
+            "before the absolute times.",
+            "- floor = the same database through the plain driver: one small-row INSERT "
+            "committed on its own per step (sqlite3 with the same PRAGMAs; psycopg).",
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    started = time.perf_counter()
+    backends = all_backends()
+    unavailable = {b.name: b.unavailable() for b in backends}
+    doc = [header()]
+    print(doc[0], flush=True)
+    all_sections: list[Section] = []
+    for title, fn in WORKLOADS:
+        sections = []
+        for b in backends:
+            reason = unavailable[b.name]
+            if reason is not None:
+                sections.append(Section(title.split(":")[0], b.name, skipped=reason))
+                continue
+            t = time.perf_counter()
+            try:
+                sections.append(fn(b))
+            except Exception as exc:  # one broken workload must not hide the others
+                traceback.print_exc()
+                sections.append(
+                    Section(
+                        title.split(":")[0], b.name, skipped=f"error: {type(exc).__name__}: {exc}"
+                    )
+                )
+            print(
+                f"  ({title.split(':')[0]} on {b.name}: {time.perf_counter() - t:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        table = render(title, sections)
+        print(table, flush=True)
+        doc.append(table)
+        all_sections.extend(sections)
+
+    ours = _ours_for_peers(all_sections)
+    t = time.perf_counter()
+    peer_sections = peers.run_peers(ours)
+    print(f"  (peers: {time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
+    table = render(
+        "Peers: LangGraph on W1 and W2 (peer ÷ ours: above 1, the peer costs more)", peer_sections
+    )
+    print(table, flush=True)
+    doc.append(table)
+    all_sections.extend(peer_sections)
+
+    shutil.rmtree(_bench_tmp(), ignore_errors=True)
+    summary = _summary(all_sections, time.perf_counter() - started)
+    print(summary)
+    doc.append(summary)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.md").write_text("\n".join(doc), encoding="utf-8")
+    (RESULTS / "latest.json").write_text(
+        json.dumps(
+            [
+                {
+                    "workload": s.workload,
+                    "backend": s.backend,
+                    "skipped": s.skipped,
+                    "metrics": [m.as_dict() for m in s.metrics],
+                }
+                for s in all_sections
+            ],
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
+    return 0
+
+
+def _ours_for_peers(sections: list[Section]) -> dict[str, dict[str, list[float]]]:
+    """Our W1 and W2 numbers under the keys the peer worker uses."""
+    keys = {
+        ("W1", "tether wall / step"): "w1_ms",
+        ("W1", "tether client CPU / step"): "w1_cpu_ms",
+        ("W2", "last 50 steps"): "w2_last_ms",
+        ("W2", "row bytes"): "w2_row_bytes",
+        ("W2", "store bytes (file / relations)"): "w2_file_bytes",
+    }
+    out: dict[str, dict[str, list[float]]] = {}
+    for s in sections:
+        for m in s.metrics:
+            key = keys.get((s.workload, m.name))
+            if key is not None:
+                out.setdefault(s.backend, {})[key] = m.values
+    return {b: v for b, v in out.items() if len(v) == len(keys)}
+
+
+def _summary(sections: list[Section], seconds: float) -> str:
+    lines = ["### Targets", ""]
+    for s in sections:
+        for m in s.metrics:
+            if m.target is not None:
+                lines.append(
+                    f"- {m.verdict} {s.workload} / {s.backend}: {m.name} = "
+                    f"{m.median:.3g} {m.unit} (target {m.target})"
+                )
+    met = sum(1 for s in sections for m in s.metrics if m.verdict == "✓")
+    total = sum(1 for s in sections for m in s.metrics if m.target is not None)
+    lines += ["", f"{met} of {total} targets met; whole bench took {seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Peer workloads, run by ``benchmarks/.peers-venv/bin/python`` (never imports tether).
+
+Runs LangGraph's equivalents of W1 (200-node linear graph, a counter) and W2 (300 steps each
+appending 1 KB of random text through a list reducer) with ``durability="sync"`` (each step's
+checkpoint written before the next step starts, as tether does), on SQLite WAL NORMAL, FULL
+and Postgres (a fresh schema, dropped after). Prints one JSON object: ``{backend: {metric:
+[values]}}`` with ms per step, bytes and the reason for anything skipped.
+
+Usage: ``python peer_worker.py REPS TMPDIR PG_DSN``
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import operator
+import os
+import random
+import sqlite3
+import string
+import sys
+import time
+import uuid
+from typing import Annotated, Any, TypedDict
+
+W1_STEPS = 200
+W2_STEPS = 300
+
+
+class Counter(TypedDict):
+    n: int
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _graph(schema: type, fns: list[Any], saver: Any) -> Any:
+    from langgraph.graph import END, START, StateGraph
+
+    g = StateGraph(schema)
+    for i, fn in enumerate(fns):
+        g.add_node(f"n{i}", fn)
+        g.add_edge(START if i == 0 else f"n{i - 1}", f"n{i}")
+    g.add_edge(f"n{len(fns) - 1}", END)
+    return g.compile(checkpointer=saver)
+
+
+def _invoke(graph: Any, state: dict[str, Any]) -> Any:
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 10_000}
+    return graph.invoke(state, config, durability="sync")
+
+
+def _chunks() -> list[str]:
+    rng = random.Random(8)
+    alphabet = string.ascii_letters + string.digits + "      "
+    return ["".join(rng.choices(alphabet, k=1024)) for _ in range(W2_STEPS)]
+
+
+def w1(saver: Any, reps: int) -> dict[str, list[float]]:
+    graph = _graph(Counter, [lambda s: {"n": s["n"] + 1}] * W1_STEPS, saver)
+    _invoke(graph, {"n": 0})
+    wall, cpu = [], []
+    for _ in range(reps):
+        w, c = time.perf_counter(), time.process_time()
+        out = _invoke(graph, {"n": 0})
+        wall.append((time.perf_counter() - w) / W1_STEPS * 1e3)
+        cpu.append((time.process_time() - c) / W1_STEPS * 1e3)
+        assert out["n"] == W1_STEPS
+    return {"w1_ms": wall, "w1_cpu_ms": cpu}
+
+
+def w2_once(saver: Any) -> tuple[float, float]:
+    chunks = _chunks()
+    marks: list[float] = []
+
+    def make(i: int) -> Any:
+        def fn(state: dict[str, Any]) -> dict[str, Any]:
+            marks.append(time.perf_counter())
+            return {"log": [chunks[i]]}
+
+        return fn
+
+    graph = _graph(Log, [make(i) for i in range(W2_STEPS)], saver)
+    _invoke(graph, {"log": []})
+    marks.append(time.perf_counter())
+    steps = [b - a for a, b in itertools.pairwise(marks)]
+    return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
+
+
+def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    def open_saver(path: str) -> tuple[Any, sqlite3.Connection]:
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {sync}")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver, conn
+
+    out: dict[str, Any] = {}
+    saver, conn = open_saver(os.path.join(tmp, f"peer-w1-{sync}.db"))
+    out.update(w1(saver, reps))
+    conn.close()
+    first, last, file_b, row_b = [], [], [], []
+    for rep in range(reps):
+        path = os.path.join(tmp, f"peer-w2-{sync}-{rep}.db")
+        saver, conn = open_saver(path)
+        f, la = w2_once(saver)
+        first.append(f)
+        last.append(la)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rows = 0
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            expr = " + ".join(f"COALESCE(SUM(LENGTH(CAST({c} AS BLOB))), 0)" for c in cols)
+            rows += conn.execute(f"SELECT {expr} FROM {table}").fetchone()[0]
+        conn.close()
+        size = os.path.getsize(path)
+        if os.path.exists(path + "-wal"):
+            size += os.path.getsize(path + "-wal")
+        file_b.append(size)
+        row_b.append(rows)
+    out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
+    return out
+
+
+def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    schema = f"peer_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with psycopg.connect(
+            dsn,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            options=f"-c search_path={schema}",
+        ) as conn:
+            saver = PostgresSaver(conn)
+            saver.setup()
+            out: dict[str, Any] = w1(saver, reps)
+            first, last, file_b, row_b = [], [], [], []
+            for _ in range(reps):
+                conn.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
+                f, la = w2_once(saver)
+                first.append(f)
+                last.append(la)
+                tables = [
+                    r["tablename"]
+                    for r in conn.execute(
+                        "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+                    )
+                ]
+                total = rows = 0
+                for t in tables:
+                    q = f'"{schema}"."{t}"'
+                    size = conn.execute("SELECT pg_total_relation_size(%s) AS b", (q,))
+                    total += size.fetchone()["b"]
+                    rows += conn.execute(
+                        f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) AS b FROM {q} t"
+                    ).fetchone()["b"]
+                file_b.append(total)
+                row_b.append(rows)
+            out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
+            return out
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def main() -> None:
+    reps, tmp, dsn = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    results: dict[str, Any] = {}
+    for sync in ("NORMAL", "FULL"):
+        try:
+            results[f"SQLite {sync}"] = sqlite_backend(tmp, sync, reps)
+        except Exception as exc:  # report, do not hide: the parent prints the reason
+            results[f"SQLite {sync}"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+    try:
+        results["Postgres"] = postgres_backend(dsn, reps)
+    except Exception as exc:
+        results["Postgres"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
