@@ -207,7 +207,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                         status="completed",
                         state_snapshot=new_state,
                         node_index=chain.node_index(node_id),
-                        node_output=updates,
+                        # The values are in the state (stored as a delta); repeating them
+                        # here would make storage quadratic for growing lists.
+                        node_output={"updated_keys": sorted(updates)} if updates else None,
                         iteration_counters=counters,
                         next_node_id=next_id,
                     )
