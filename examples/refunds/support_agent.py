@@ -154,7 +154,7 @@ def main(db_url: str | None = None) -> None:
             "support-1", tether.Resume(approved=True, metadata={"reviewer": "m.okafor"})
         )
         _show(result.messages, shown)
-    tokens = result.usage.total_tokens if result.usage else 0
+    tokens = result.usage.total_tokens
     print(f"   status: {result.status}: {result.output or result.error}  ({tokens} tokens)")
     print("Checkpoint timeline:")
     for c in store.list("support-1"):

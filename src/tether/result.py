@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from .llm.messages import Message, Usage
+from .llm.messages import Message, Usage
 
 __all__ = ["AgentResult", "ChainResult", "RunStatusName"]
 
@@ -66,7 +65,7 @@ class AgentResult:
     output: str | None = None
     parsed: Any = None
     messages: list[Message] = field(default_factory=list)
-    usage: Usage | None = None
+    usage: Usage = field(default_factory=Usage)
     pending_interrupt: dict[str, Any] | None = None
     error: BaseException | None = None
 

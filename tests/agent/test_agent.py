@@ -241,3 +241,33 @@ async def test_fork_of_paused_run_with_an_answer_runs_the_tool_with_it(store: An
     assert branch.status == "completed"
     assert next(m for m in llm.calls[0] if m["role"] == "tool")["content"] == "rejected"
     assert store.get_run("q1").status == "paused"
+
+
+async def test_tool_asking_twice_is_answered_one_interrupt_at_a_time(store: Any) -> None:
+    from tether.agent import tool
+    from tether.interrupt import interrupt
+
+    @tool
+    def two_step(amount: int) -> str:
+        """Needs two sign-offs."""
+        first = interrupt("manager", {"amount": amount})
+        second = interrupt("finance", {"amount": amount})
+        return f"{first.approved}/{second.approved}"
+
+    script: list[Any] = [[{"name": "two_step", "arguments": {"amount": 3}}], "ok"]
+
+    def agent(llm: ScriptedLLM) -> Any:
+        from tether.agent import Agent
+
+        return Agent("two", llm=llm, tools=[two_step], checkpointer=store)
+
+    first = await agent(ScriptedLLM(script)).arun("go", execution_id="t2")
+    assert first.pending_interrupt is not None
+    assert first.pending_interrupt["reason"] == "manager"
+    second = await agent(ScriptedLLM(script)).aresume("t2", Resume(True))
+    assert second.status == "paused" and second.pending_interrupt is not None
+    assert second.pending_interrupt["reason"] == "finance"
+    llm = ScriptedLLM(script, resume_aware=True)
+    done = await agent(llm).aresume("t2", Resume(False))
+    assert done.status == "completed"
+    assert next(m for m in llm.calls[0] if m["role"] == "tool")["content"] == "True/False"
