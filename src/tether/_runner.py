@@ -69,7 +69,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        box: list[T] = []
+
+        async def main() -> None:
+            # asyncio.run may repr its main task, and with it the task's result; a result that
+            # holds a long run's state would make that repr cost more than the run.
+            box.append(await coro)
+
+        asyncio.run(main())
+        return box[0]
     coro.close()
     raise ConfigurationError(
         "the sync verbs (run/resume/fork) cannot be called inside a running event loop; "
