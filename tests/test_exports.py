@@ -8,6 +8,8 @@ import sys
 import tether
 
 EXPECTED = {
+    "Agent", "AgentResult", "LLM", "LLMResponse", "MaxTurnsExceeded", "Message",
+    "OutputValidationError", "ProviderError", "Tool", "ToolArgumentsError", "ToolCall", "tool",
     "AlreadyResumed", "Chain", "ChainResult", "ChainResumeError", "Checkpoint",
     "CheckpointNotFoundError", "Checkpointer", "ConcurrentWriteError", "ConfigurationError",
     "CorruptRecordError", "ExecutionError", "InterruptSignal", "PendingInterrupt",

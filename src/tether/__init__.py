@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._context import current_agent_path, current_execution_id
+from .agent import Agent, MaxTurnsExceeded, OutputValidationError, Tool, ToolArgumentsError, tool
 from .chain import Chain
 from .checkpoint import Checkpoint, latest_forkable, latest_resumable
 from .connect import connect
@@ -33,7 +34,8 @@ from .errors import (
 )
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
-from .result import ChainResult
+from .llm import LLM, LLMResponse, Message, ProviderError, ToolCall
+from .result import AgentResult, ChainResult
 from .store.base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .store.sqlite import SQLiteCheckpointer
 
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "LLM",
+    "Agent",
+    "AgentResult",
     "AlreadyResumed",
     "Chain",
     "ChainResult",
@@ -55,8 +60,13 @@ __all__ = [
     "CorruptRecordError",
     "ExecutionError",
     "InterruptSignal",
+    "LLMResponse",
+    "MaxTurnsExceeded",
+    "Message",
+    "OutputValidationError",
     "PendingInterrupt",
     "PostgresCheckpointer",
+    "ProviderError",
     "PruneResult",
     "Resume",
     "ResumeError",
@@ -69,6 +79,9 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "TetherError",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCall",
     "connect",
     "current_agent_path",
     "current_execution_id",
@@ -77,6 +90,7 @@ __all__ = [
     "interrupt",
     "latest_forkable",
     "latest_resumable",
+    "tool",
 ]
 
 

@@ -23,7 +23,9 @@ Tree::
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
-    │   └── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
+    │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
+    │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
+    │   └── OutputValidationError       structured output failed after its re-asks (tether.agent)
     ├── ProviderError                   an LLM provider call failed (tether.llm.base)
     ├── ToolArgumentsError              a model sent arguments a tool rejects (tether.agent.tool)
     └── ScriptExhaustedError            a test double ran out of responses (tether.testing)
