@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from ..errors import AlreadyResumed, ChainResumeError, RunNotFoundError
+from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
 from ..store.base import Checkpointer, PendingInterrupt
@@ -245,6 +245,12 @@ def fork(
     store = open_store(db_url)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
+        if checkpoint_id is not None and store.get_checkpoint(execution_id, checkpoint_id) is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}; "
+                f"`tether runs show {execution_id}` lists them",
+                execution_id=execution_id,
+            )
         result = runner.fork(execution_id, checkpoint_id, state_updates=updates)
     finally:
         store.close()
