@@ -8,6 +8,7 @@ import sys
 import tether
 
 EXPECTED = {
+    "Registry", "load_app",
     "Agent", "AgentResult", "LLM", "LLMResponse", "MaxTurnsExceeded", "Message",
     "OutputValidationError", "ProviderError", "Tool", "ToolArgumentsError", "ToolCall", "tool",
     "AlreadyResumed", "Chain", "ChainResult", "ChainResumeError", "Checkpoint",

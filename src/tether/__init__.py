@@ -35,6 +35,7 @@ from .errors import (
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
 from .llm import LLM, LLMResponse, Message, ProviderError, ToolCall
+from .registry import Registry, load_app
 from .result import AgentResult, ChainResult
 from .store.base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .store.sqlite import SQLiteCheckpointer
@@ -68,6 +69,7 @@ __all__ = [
     "PostgresCheckpointer",
     "ProviderError",
     "PruneResult",
+    "Registry",
     "Resume",
     "ResumeError",
     "RunNotFoundError",
@@ -90,6 +92,7 @@ __all__ = [
     "interrupt",
     "latest_forkable",
     "latest_resumable",
+    "load_app",
     "tool",
 ]
 
