@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from .. import serde
+from .. import _trace, serde
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
 from .._runner import claim_heartbeat
@@ -127,8 +127,13 @@ async def drive(
     Raises:
         StoreError: the store failed (nothing more is written).
     """
+    store = _trace.stamping(store)
     ctx = RunContext(eid, store, agent.name)
-    with run_scope(ctx), agent_path_scope(f"agent:{agent.name}") as path:
+    with (
+        run_scope(ctx),
+        agent_path_scope(f"agent:{agent.name}") as path,
+        _trace.run(agent.kind, agent.name, eid),
+    ):
         async with claim_heartbeat(store, eid, cursor.claim_owner, agent.claim_lease_seconds):
             return await _Loop(agent, store, eid, path, cursor, outermost).run()
 
@@ -227,7 +232,9 @@ class _Loop:
                     node_id=self.node_id,
                 )
             fault("agent.before_llm")
-            response = await agent.llm.acomplete(self.messages, specs)
+            with _trace.llm_call(self.eid, self.node_id, agent.llm) as traced:
+                response = await agent.llm.acomplete(self.messages, specs)
+                traced.response(response)
             fault("agent.after_llm")
             self.usage = self.usage + response.usage
             self.messages.append(response.to_message())
@@ -341,6 +348,7 @@ class _Loop:
             with (
                 agent_path_scope(f"tool:{call.name}") as tool_path,
                 interrupt_scope(answers if index == 0 else []) as scope,
+                _trace.tool_call(self.eid, self.node_id, call.name),
             ):
                 try:
                     text = await self._invoke(call)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import serde
+from .. import _trace, serde
 from .._context import RunContext, run_scope
 from .._faults import fault
 from .._runner import claim, claim_heartbeat, load_run
@@ -178,6 +178,7 @@ async def fork(
 
 async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> ChainResult:
     """Run from ``cur`` until the chain ends, pauses or fails."""
+    store = _trace.stamping(store)
     ctx = RunContext(eid, store, chain.name)
     state = cur.state
     counters = cur.counters
@@ -185,7 +186,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     owner = cur.claim_owner
     node_id = cur.node_id
     results: dict[str, Any] = {}
-    with run_scope(ctx):
+    with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
                 if node_id not in chain.nodes:
@@ -196,7 +197,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                         node_id=node_id,
                     )
                 try:
-                    with interrupt_scope(answers) as scope:
+                    with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
                         updates = await chain.call_node(node_id, state)
                     new_state = {**state, **updates} if updates else state
                     next_id = chain.route(node_id, new_state, counters)

@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from .._trace import trace_id_of
 from ..checkpoint import Checkpoint
 from ..errors import RunNotFoundError
 from ..store.base import PendingInterrupt, RunRecord
@@ -131,6 +132,7 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
                 "interrupt_reason": cp.interrupt_reason,
                 "parent_checkpoint_id": cp.parent_checkpoint_id,
                 "diff": state_diff(previous, cp.state_snapshot),
+                "trace_id": trace_id_of(cp),
             }
         )
         previous = cp.state_snapshot
@@ -182,8 +184,11 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
     table.add_column("created (UTC)", no_wrap=True)
     table.add_column("agent_path")
     table.add_column("state diff", overflow="fold")
+    traced = any(row["trace_id"] for row in rows)
+    if traced:  # tether.otel was on: link each row to its trace
+        table.add_column("trace_id", no_wrap=True)
     for row in rows:
-        table.add_row(
+        cells = [
             str(row["seq"]),
             escape(row["node_id"]),
             row["step_type"],
@@ -191,7 +196,8 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
             when(row["created_at"]),
             escape(row["agent_path"] or "-"),
             diff_markup(row["diff"]),
-        )
+        ]
+        table.add_row(*cells, *([row["trace_id"] or "-"] if traced else []))
     out.print(table if rows else "[dim]no checkpoints yet[/]")
     if pending is not None:
         out.print(
