@@ -142,9 +142,9 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, maintenance, runs
+    from . import answer, maintenance, runs, serve
 
-    for command in (*runs.COMMANDS, *answer.COMMANDS, *maintenance.COMMANDS):
+    for command in (*runs.COMMANDS, *answer.COMMANDS, *maintenance.COMMANDS, *serve.COMMANDS):
         cli.add_command(command)
 
 

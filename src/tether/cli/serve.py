@@ -1,0 +1,82 @@
+"""``tether serve``: the approvals page and JSON API (needs the ``web`` extra)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..connect import DEFAULT_URL
+from . import _errors
+from ._app import app_option, display_url, open_app, open_store
+from ._render import err
+
+TOKEN_ENV = "TETHER_UI_TOKEN"  # noqa: S105 - the variable's name, not a secret
+
+
+@click.command("serve")
+@click.option(
+    "--db",
+    "db_url",
+    envvar="TETHER_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+)
+@app_option(required=False)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Serve without a token (only on a loopback host such as 127.0.0.1).",
+)
+def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool) -> int:
+    """Serve the approvals page and the JSON API under /api/.
+
+    Operators log in with the token in $TETHER_UI_TOKEN; scripts send it as
+    'Authorization: Bearer <token>'. With --app, approving a run resumes it here through its
+    runner; without it (or for runners not in the app) the answer is only stored.
+    """
+    try:
+        import uvicorn
+
+        from ..web import create_app, is_loopback
+    except ImportError as exc:
+        raise _errors.CommandError(
+            f"tether serve needs the web extra ({exc.name} is missing): pip install 'tether[web]'",
+            _errors.BAD_INPUT,
+        ) from None
+    token = os.environ.get(TOKEN_ENV) or None
+    if no_auth and not is_loopback(host):
+        raise _errors.CommandError(
+            f"--no-auth is refused on {host!r}: anyone who reaches that address could approve "
+            f"runs. Listen on 127.0.0.1, or set {TOKEN_ENV} and drop --no-auth",
+            _errors.BAD_INPUT,
+        )
+    if not no_auth and not token:
+        raise _errors.CommandError(
+            f"set {TOKEN_ENV} to the token operators log in with (or pass --no-auth on a "
+            "loopback host)",
+            _errors.BAD_INPUT,
+        )
+    store = open_store(db_url)
+    registry = open_app(app_spec, db_url) if app_spec else None
+    app = create_app(store, registry=registry, token=token, no_auth=no_auth)
+    shown = f"[{host}]" if ":" in host else host
+    err.print(
+        f"tether: serving {display_url(db_url)} on http://{shown}:{port}/"
+        + (" (no auth)" if no_auth else "")
+        + ("" if registry else " (no --app: approvals are stored, not resumed)"),
+        markup=False,
+        highlight=False,
+    )
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    finally:
+        store.close()
+    return _errors.OK
+
+
+COMMANDS = (serve,)

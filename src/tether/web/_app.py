@@ -1,0 +1,418 @@
+"""The Starlette application: server-rendered pages and the JSON API over one store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..cli._render import compact, to_json, when
+from ..errors import ConfigurationError
+from ..registry import Registry
+from ..store.base import Checkpointer
+from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
+from ._service import RUN_STATUSES, ActionError, Answer, Service
+
+__all__ = ["create_app"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+#: No script runs on these pages; styles come from our own static file only.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+NOTICES = {
+    "resumed": "Answer given; the run resumed through its runner.",
+    "stored": "Answer stored. No runner of this name is in the server's app, so the run "
+    "continues when a process with its code resumes it.",
+    "logged_out": "Logged out.",
+}
+
+
+class _SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                for name, value in SECURITY_HEADERS.items():
+                    if name.encode() not in present:
+                        headers.append((name.encode(), value.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _json(data: Any, status_code: int = 200) -> Response:
+    return Response(to_json(data), status_code=status_code, media_type="application/json")
+
+
+def _pretty(value: Any) -> str:
+    return to_json(value)
+
+
+def _safe_next(target: str | None) -> str:
+    # Only same-site paths: "//evil.example" or "https://..." would make login an open redirect.
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/pending"
+
+
+class _Web:
+    """Route handlers; one instance per application."""
+
+    def __init__(self, service: Service, sessions: Sessions) -> None:
+        self.service = service
+        self.sessions = sessions
+        self.templates = Environment(
+            loader=PackageLoader("tether.web", "templates"),
+            autoescape=True,  # everything from the store is untrusted text
+            undefined=StrictUndefined,
+        )
+        self.templates.filters.update(when=when, pretty=_pretty, compact=compact)
+
+    # --- sessions -------------------------------------------------------------------------
+    def _session(self, request: Request) -> tuple[Session, str | None]:
+        """The visitor's session, and a cookie value to set when it is new."""
+        found = self.sessions.load(request.cookies.get(SESSION_COOKIE))
+        if found is not None:
+            return found, None
+        return self.sessions.new(authenticated=False)
+
+    def _set_cookie(self, request: Request, response: Response, value: str) -> None:
+        response.set_cookie(
+            SESSION_COOKIE,
+            value,
+            max_age=SESSION_MAX_AGE_SECONDS,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+
+    def _page(
+        self,
+        request: Request,
+        template: str,
+        context: dict[str, Any],
+        *,
+        status_code: int = 200,
+        session: tuple[Session, str | None] | None = None,
+    ) -> Response:
+        current, new_cookie = session or self._session(request)
+        body = self.templates.get_template(template).render(
+            {
+                "csrf_field": CSRF_FIELD,
+                "csrf_token": self.sessions.csrf_token(current),
+                "auth_required": self.sessions.required,
+                "logged_in": current.authenticated,
+                "notice": NOTICES.get(request.query_params.get("notice", "")),
+                "error": None,
+                "statuses": RUN_STATUSES,
+                **context,
+            }
+        )
+        response = HTMLResponse(body, status_code=status_code)
+        if new_cookie is not None:
+            self._set_cookie(request, response, new_cookie)
+        return response
+
+    def _login_redirect(self, request: Request) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/login?next={_quote(target)}", status_code=303)
+
+    def _logged_in(self, request: Request) -> tuple[Session, str | None] | None:
+        current = self._session(request)
+        return current if current[0].authenticated else None
+
+    # --- pages ----------------------------------------------------------------------------
+    async def index(self, request: Request) -> Response:
+        return RedirectResponse("/pending", status_code=303)
+
+    async def login_form(self, request: Request) -> Response:
+        nxt = _safe_next(request.query_params.get("next"))
+        if not self.sessions.required:
+            return RedirectResponse(nxt, status_code=303)
+        return self._page(request, "login.html", {"next": nxt})
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
+        nxt = _safe_next(_field(form.get("next")))
+        if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
+            return self._forbidden(request)
+        if not self.sessions.token_ok(_field(form.get("token"))):
+            return self._page(
+                request,
+                "login.html",
+                {"next": nxt, "error": "That is not the token (TETHER_UI_TOKEN)."},
+                status_code=401,
+            )
+        # A new nonce on login: a session fixed before login never becomes an operator's.
+        _, cookie = self.sessions.new(authenticated=True)
+        response = RedirectResponse(nxt, status_code=303)
+        self._set_cookie(request, response, cookie)
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        form = await request.form()
+        current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
+        if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
+            return self._forbidden(request)
+        response = RedirectResponse("/login?notice=logged_out", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    def _forbidden(self, request: Request) -> Response:
+        return self._page(
+            request,
+            "error.html",
+            {
+                "error": "This form has expired or did not come from this page (CSRF check). "
+                "Reload the page and try again."
+            },
+            status_code=403,
+        )
+
+    async def pending_page(self, request: Request) -> Response:
+        session = self._logged_in(request)
+        if session is None:
+            return self._login_redirect(request)
+        items = await self.service.pending()
+        return self._page(request, "pending.html", {"items": items}, session=session)
+
+    async def runs_page(self, request: Request) -> Response:
+        session = self._logged_in(request)
+        if session is None:
+            return self._login_redirect(request)
+        status = request.query_params.get("status") or None
+        name = request.query_params.get("name") or None
+        try:
+            runs = await self.service.runs(status=status, runner_name=name, limit=_limit(request))
+        except ActionError as exc:
+            return self._page(
+                request,
+                "error.html",
+                {"error": exc.message},
+                status_code=exc.status_code,
+                session=session,
+            )
+        context = {"runs": runs, "status": status or "", "name": name or ""}
+        return self._page(request, "runs.html", context, session=session)
+
+    async def run_page(self, request: Request) -> Response:
+        session = self._logged_in(request)
+        if session is None:
+            return self._login_redirect(request)
+        return await self._render_run(request, session, request.path_params["execution_id"])
+
+    async def _render_run(
+        self,
+        request: Request,
+        session: tuple[Session, str | None],
+        execution_id: str,
+        *,
+        error: str | None = None,
+        status_code: int = 200,
+        form: dict[str, str] | None = None,
+    ) -> Response:
+        try:
+            shown = await self.service.run(execution_id)
+        except ActionError as exc:
+            return self._page(
+                request,
+                "error.html",
+                {"error": exc.message},
+                status_code=exc.status_code,
+                session=session,
+            )
+        context = {**shown, "error": error, "form": form or {}}
+        return self._page(request, "run.html", context, status_code=status_code, session=session)
+
+    async def answer_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        approved = request.url.path.endswith("/approve")
+        form = await request.form()
+        current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
+        if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
+            return self._forbidden(request)
+        assert current is not None  # csrf_ok holds only for a loaded session
+        if not current.authenticated:
+            return self._login_redirect(request)
+        session = (current, None)
+        note = (_field(form.get("note")) or "").strip() or None
+        data_text = (_field(form.get("data")) or "").strip()
+        kept = {"note": note or "", "data": data_text}
+        try:
+            data = json.loads(data_text) if data_text else None
+        except json.JSONDecodeError as exc:
+            return await self._render_run(
+                request,
+                session,
+                execution_id,
+                error=f"The data is not valid JSON ({exc.msg} at position {exc.pos}).",
+                status_code=400,
+                form=kept,
+            )
+        try:
+            outcome = await self.service.answer(execution_id, Answer(approved, note, data))
+        except ActionError as exc:
+            return await self._render_run(
+                request, session, execution_id, error=exc.message, status_code=exc.status_code
+            )
+        notice = "resumed" if outcome["action"] == "resumed" else "stored"
+        return RedirectResponse(f"/runs/{_quote(execution_id)}?notice={notice}", status_code=303)
+
+    # --- API ------------------------------------------------------------------------------
+    def _api_denied(self, request: Request) -> Response | None:
+        if self.sessions.bearer_ok(request.headers.get("authorization")):
+            return None
+        return Response(
+            to_json({"error": "unauthorized", "message": "send Authorization: Bearer <token>"}),
+            status_code=401,
+            media_type="application/json",
+            headers={"www-authenticate": 'Bearer realm="tether"'},
+        )
+
+    async def api_runs(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        try:
+            runs = await self.service.runs(
+                status=request.query_params.get("status") or None,
+                runner_name=request.query_params.get("name") or None,
+                limit=_limit(request),
+            )
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+        return _json(runs)
+
+    async def api_run(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        try:
+            return _json(await self.service.run(request.path_params["execution_id"]))
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+
+    async def api_pending(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        return _json(await self.service.pending(_limit(request)))
+
+    async def api_answer(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        # A cross-site form can post urlencoded bodies but never JSON without a CORS
+        # preflight, which this server does not answer: that closes CSRF under --no-auth.
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _json({"error": "send the answer as application/json"}, 415)
+        try:
+            body = json.loads(await request.body() or b"{}")
+        except json.JSONDecodeError as exc:
+            return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
+        if not isinstance(body, dict) or not isinstance(body.get("note"), str | None):
+            return _json({"error": 'the body is {"note": str?, "data": any?}'}, 400)
+        answer = Answer(request.url.path.endswith("/approve"), body.get("note"), body.get("data"))
+        try:
+            outcome = await self.service.answer(request.path_params["execution_id"], answer)
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+        return _json(outcome)
+
+
+def _field(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _limit(request: Request, default: int = 100) -> int:
+    try:
+        return max(1, min(1000, int(request.query_params.get("limit", default))))
+    except ValueError:
+        return default
+
+
+def _quote(text: str) -> str:
+    from urllib.parse import quote
+
+    return quote(text, safe="/")
+
+
+def create_app(
+    store: Checkpointer,
+    *,
+    registry: Registry | None = None,
+    token: str | None = None,
+    no_auth: bool = False,
+) -> Starlette:
+    """The approvals page and JSON API as an ASGI application.
+
+    Args:
+        store: the store to show and answer interrupts in.
+        registry: the application's runners; an approval resumes a run through the runner of
+            its name, and only stores the answer for a run whose runner is not here.
+        token: the operator token (``TETHER_UI_TOKEN``): a ``Bearer`` token for the API and the
+            password of the login form.
+        no_auth: serve without a token. Only for a server on a loopback address, which
+            ``tether serve`` enforces; forms still carry CSRF tokens.
+
+    Returns:
+        A Starlette application (``uvicorn.run(app)`` or any ASGI server).
+
+    Raises:
+        ConfigurationError: neither a token nor ``no_auth`` was given.
+    """
+    if no_auth:
+        token = None
+    elif not token:
+        raise ConfigurationError(
+            "the approvals page needs a token: set TETHER_UI_TOKEN (or serve with --no-auth "
+            "on a loopback host)"
+        )
+    web = _Web(Service(store, registry), Sessions(token))
+    routes = [
+        Route("/", web.index),
+        Route("/login", web.login_form, methods=["GET"]),
+        Route("/login", web.login, methods=["POST"]),
+        Route("/logout", web.logout, methods=["POST"]),
+        Route("/pending", web.pending_page),
+        Route("/runs", web.runs_page),
+        Route("/runs/{execution_id}", web.run_page),
+        Route("/runs/{execution_id}/approve", web.answer_form, methods=["POST"]),
+        Route("/runs/{execution_id}/reject", web.answer_form, methods=["POST"]),
+        Route("/api/runs", web.api_runs),
+        Route("/api/pending", web.api_pending),
+        Route("/api/runs/{execution_id}", web.api_run),
+        Route("/api/runs/{execution_id}/approve", web.api_answer, methods=["POST"]),
+        Route("/api/runs/{execution_id}/reject", web.api_answer, methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(_SecurityHeaders)
+    return app

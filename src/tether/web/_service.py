@@ -1,0 +1,196 @@
+"""What the page and the API do, over a store and a registry, off the event loop.
+
+Store calls are synchronous (a Postgres round trip, a SQLite read) and a resume runs the
+user's steps, which may block: everything here runs in a worker thread, so one slow approval
+never stalls the pages of other operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+# The CLI registers its commands when its _app module loads, and that imports cli.runs: load
+# it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
+# the API's JSON identical to `tether ... --json`.
+from ..cli import _app as _cli_app  # noqa: F401
+from ..cli.runs import pending_json, run_json, timeline
+from ..errors import AlreadyResumed, ConfigurationError, RunnerMismatchError, TetherError
+from ..interrupt import Resume
+from ..registry import Registry
+from ..store.base import Checkpointer
+
+T = TypeVar("T")
+
+RUN_STATUSES = ("running", "paused", "completed", "failed")
+
+
+class ActionError(Exception):
+    """A request the service refuses, with the HTTP status it maps to.
+
+    Attributes:
+        status_code: 400 bad input, 404 no such run, 409 already answered or not waiting.
+        message: one line for the operator.
+    """
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An operator's verdict on a pending interrupt."""
+
+    approved: bool
+    note: str | None = None
+    data: Any = None
+
+    def to_resume(self) -> Resume:
+        metadata: dict[str, Any] = {"via": "web"}
+        if self.note:
+            metadata["note"] = self.note
+        return Resume(approved=self.approved, data=self.data, metadata=metadata)
+
+
+class Service:
+    """The operations behind every page and API route.
+
+    Args:
+        store: the store the server reads and answers interrupts in.
+        registry: the application's runners; an approved run whose runner is here resumes
+            right away, any other run only has its answer stored.
+    """
+
+    def __init__(self, store: Checkpointer, registry: Registry | None) -> None:
+        self.store = store
+        self.registry = registry or Registry()
+
+    async def _off_loop(self, fn: Callable[[], T]) -> T:
+        return await anyio.to_thread.run_sync(fn)
+
+    # --- reads ----------------------------------------------------------------------------
+    async def runs(
+        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """Runs, newest first, as ``tether runs list --json`` prints them.
+
+        Raises:
+            ActionError: (400) an unknown status.
+        """
+        if status is not None and status not in RUN_STATUSES:
+            raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
+        found = await self._off_loop(
+            lambda: self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        )
+        return [run_json(r) for r in found]
+
+    async def run(self, execution_id: str) -> dict[str, Any]:
+        """A run with its timeline, pending interrupt and idempotency cache (the shape of
+        ``tether runs show --json``, plus ``runner_available``).
+
+        Raises:
+            ActionError: (404) no such run.
+        """
+
+        def read() -> dict[str, Any]:
+            run = self.store.get_run(execution_id)
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            pending = self.store.get_pending_interrupt(execution_id)
+            return {
+                "run": run_json(run),
+                "checkpoints": timeline(run, self.store.list(execution_id)),
+                "pending_interrupt": None if pending is None else pending_json(pending),
+                "idempotency": self.store.list_idempotent(execution_id),
+                "runner_available": run.runner_name in self.registry,
+            }
+
+        return await self._off_loop(read)
+
+    async def pending(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Pending interrupts, oldest first, each with its run's ``runner_name``."""
+
+        def read() -> list[dict[str, Any]]:
+            out = []
+            for p in self.store.list_pending_interrupts(limit=limit):
+                run = self.store.get_run(p.execution_id)
+                name = run.runner_name if run else None
+                out.append(
+                    {
+                        **pending_json(p),
+                        "runner_name": name,
+                        "runner_available": name in self.registry,
+                    }
+                )
+            return out
+
+        return await self._off_loop(read)
+
+    # --- the answer -----------------------------------------------------------------------
+    async def answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        """Approve or reject a run's pending interrupt.
+
+        With the run's runner in the registry, the run resumes (in a worker thread) and the
+        outcome is returned as ``{"action": "resumed", "status", "output", ...}``; without it,
+        the answer is stored for a later ``resume`` (``{"action": "answer_stored", ...}``).
+
+        Raises:
+            ActionError: 404 no such run; 409 the interrupt was already answered, the run is
+                not waiting for an answer, or another resumer won the race (nothing changed).
+        """
+        return await self._off_loop(lambda: self._answer(execution_id, answer))
+
+    def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        run = self.store.get_run(execution_id)
+        if run is None:
+            raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        pending = self.store.get_pending_interrupt(execution_id)
+        if pending is None:
+            if any(cp.status == "interrupted" for cp in self.store.list(execution_id)):
+                raise ActionError(409, f"run {execution_id} was already answered")
+            raise ActionError(
+                409, f"run {execution_id} is not waiting for an answer (status: {run.status})"
+            )
+        if pending.resume_value is not None:
+            verdict = "approved" if pending.resume_value.get("approved") else "rejected"
+            raise ActionError(409, f"run {execution_id} was already answered ({verdict})")
+        value = answer.to_resume()
+        base = {"execution_id": execution_id, "node_id": pending.node_id}
+        if run.runner_name not in self.registry:
+            if not self.store.answer_interrupt(execution_id, value.to_dict()):
+                raise ActionError(409, f"run {execution_id} was answered meanwhile")
+            return {
+                **base,
+                "action": "answer_stored",
+                "status": "paused",
+                "resume_value": value.to_dict(),
+                "message": (
+                    f"answer stored; no runner named {run.runner_name!r} in this server's app, "
+                    "so the run continues when a process with its code resumes it"
+                ),
+            }
+        try:
+            runner = self.registry.for_run(self.store, execution_id)
+            result = runner.resume(execution_id, value)
+        except AlreadyResumed as exc:
+            raise ActionError(409, f"run {execution_id} was already answered: {exc}") from None
+        except (ConfigurationError, RunnerMismatchError) as exc:
+            raise ActionError(409, f"cannot resume run {execution_id}: {exc}") from None
+        except TetherError as exc:
+            raise ActionError(500, f"resuming run {execution_id} failed: {exc}") from None
+        error = result.error
+        return {
+            **base,
+            "action": "resumed",
+            "status": result.status,
+            "output": result.output,
+            "pending_interrupt": result.pending_interrupt,
+            "error": None if error is None else f"{type(error).__name__}: {error}",
+            "resume_value": value.to_dict(),
+            "message": f"run {result.status}",
+        }
