@@ -14,7 +14,8 @@ Rows an agent writes, all under ``agent_path = <parent>/agent:<name>``:
 
 Every state snapshot is ``{"messages": [Message.to_dict()...], "turn": N, "usage":
 Usage.to_dict()}``; ``messages`` only ever grows, so a delta-storing backend writes only the
-new messages per row.
+new messages per row. An agent nested in another runner adds ``"outer"``: the enclosing
+runners' frames (:mod:`tether.agent._nested`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..errors import InterruptSignal, StoreError
 from ..interrupt import InterruptScope, Resume, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
+from ._nested import OUTER_KEY, ChildPaused, EndLoop, ToolStep, outer_frames, tool_step_scope
 from .errors import MaxTurnsExceeded, OutputValidationError
 from .tool import ToolArgumentsError
 
@@ -50,6 +52,7 @@ DID_NOT_RUN = (
     "turn and was resumed there; the other calls of that turn were not dispatched. Call it "
     "again if you still need it."
 )
+HANDED_OFF = "Error: tool {name!r} did not run: {ended!r} ended this agent's turn first."
 
 
 @dataclass(slots=True)
@@ -107,7 +110,13 @@ def tool_result_text(value: Any) -> str:
 
 
 async def drive(
-    agent: Agent, store: Checkpointer, eid: str, cursor: Cursor, *, outermost: bool = True
+    agent: Agent,
+    store: Checkpointer,
+    eid: str,
+    cursor: Cursor,
+    *,
+    outermost: bool = True,
+    segment: str | None = None,
 ) -> AgentResult:
     """Run the tool loop from ``cursor`` until the agent answers, pauses or fails.
 
@@ -120,6 +129,8 @@ async def drive(
             passes ``False``: then no ``run_end`` is written and an exception that escapes the
             loop is re-raised for the parent instead of becoming a ``failed`` result. A pause
             is recorded either way (the agent's own row is the re-entry address).
+        segment: the agent's ``agent_path`` segment (default ``agent:<name>``; a supervisor
+            writes its loop as ``supervisor:<name>`` and its workers as ``worker:<role>``).
 
     Returns:
         The :class:`AgentResult`.
@@ -131,7 +142,7 @@ async def drive(
     ctx = RunContext(eid, store, agent.name)
     with (
         run_scope(ctx),
-        agent_path_scope(f"agent:{agent.name}") as path,
+        agent_path_scope(segment or f"agent:{agent.name}") as path,
         _trace.run(agent.kind, agent.name, eid),
     ):
         async with claim_heartbeat(store, eid, cursor.claim_owner, agent.claim_lease_seconds):
@@ -161,9 +172,13 @@ class _Loop:
         self.usage = cursor.usage
         self.owner = cursor.claim_owner
         self.node_id = f"turn:{cursor.turn}"
+        self.outer = outer_frames()
 
     def _state(self) -> dict[str, Any]:
-        return state_of(self.messages, self.turn, self.usage)
+        state = state_of(self.messages, self.turn, self.usage)
+        if self.outer:  # nested: the enclosing runners' frames (see tether.agent._nested)
+            state[OUTER_KEY] = self.outer
+        return state
 
     def _result(self, status: Any, **kw: Any) -> AgentResult:
         return AgentResult(status, self.eid, messages=list(self.messages), usage=self.usage, **kw)
@@ -184,9 +199,10 @@ class _Loop:
                     await self.store.arelease_claim(self.eid, owner=self.owner)
                 raise
             return await self._fail(exc)
-        if isinstance(outcome, AgentResult):
+        if isinstance(outcome, AgentResult) and outcome.status == "paused":
             return outcome
-        text, parsed = outcome
+        # A loop a tool ended (EndLoop) completes with no final text.
+        text, parsed = (None, None) if isinstance(outcome, AgentResult) else outcome
         fault("agent.after_loop")
         if self.outermost:
             await self._put(
@@ -319,10 +335,16 @@ class _Loop:
         skip_siblings: bool,
         answers: list[Resume],
     ) -> AgentResult | None:
-        """Dispatch one turn's calls in order; returns the paused result if one paused."""
+        """Dispatch one turn's calls in order; returns the paused result if one paused (or a
+        runner nested in it did), the completed result if one ended the loop (``EndLoop``)."""
+        ended: str | None = None
         for index, call in enumerate(calls):
-            if index > 0 and skip_siblings:
-                text = DID_NOT_RUN.format(name=call.name, paused=calls[0].name)
+            if (index > 0 and skip_siblings) or ended is not None:
+                text = (
+                    DID_NOT_RUN.format(name=call.name, paused=calls[0].name)
+                    if ended is None
+                    else HANDED_OFF.format(name=call.name, ended=ended)
+                )
                 self.messages.append(Message.tool_result(call.id, text, name=call.name))
                 continue
             self.node_id = f"turn:{self.turn}/tool:{call.name}"
@@ -349,16 +371,27 @@ class _Loop:
                 agent_path_scope(f"tool:{call.name}") as tool_path,
                 interrupt_scope(answers if index == 0 else []) as scope,
                 _trace.tool_call(self.eid, self.node_id, call.name),
+                tool_step_scope(
+                    ToolStep(self.node_id, tool_input, self.messages, self.turn, self.usage)
+                ),
             ):
                 try:
-                    text = await self._invoke(call)
+                    outcome = await self._invoke(call)
                 except InterruptSignal as sig:
                     return await self._pause(tool_input, tool_path, scope, sig)
+                except ChildPaused as child:
+                    # A runner nested in the tool paused and recorded its pause: this loop
+                    # stops without writing (its pre-tool row is the way back in).
+                    pending = child.result.pending_interrupt
+                    return self._result("paused", pending_interrupt=pending)
             fault("agent.after_tool")
+            if isinstance(outcome, EndLoop):
+                ended, outcome = call.name, outcome.text
+            text = outcome
             self.messages.append(Message.tool_result(call.id, text, name=call.name))
-        return None
+        return None if ended is None else self._result("completed")
 
-    async def _invoke(self, call: ToolCall) -> str:
+    async def _invoke(self, call: ToolCall) -> str | EndLoop:
         tool = self.agent.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.agent.tools)) or "none"
@@ -367,7 +400,7 @@ class _Loop:
             result = await tool.ainvoke(call.arguments)
         except ToolArgumentsError as exc:
             return f"Error: {exc.message}"
-        return tool_result_text(result)
+        return result if isinstance(result, EndLoop) else tool_result_text(result)
 
     async def _pause(
         self,

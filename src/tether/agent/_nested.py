@@ -1,0 +1,207 @@
+"""How runners nest inside one run (DESIGN section 8): outer frames, the re-entry handed down
+level by level, and the signal a nested pause travels up by.
+
+**Outer frames.** A composite runner (a chain node that is a runner, a swarm, a supervisor)
+pushes a small JSON *frame* before it drives a child: what it needs to re-enter itself at that
+point. Every row written inside the child carries the stack of frames in its state snapshot under
+:data:`OUTER_KEY`, outermost first::
+
+    {"messages": [...], "turn": 2, "usage": {...},
+     "outer": [{"runner": "chain", "name": "support", "node_id": "triage", "state": {...},
+                "counters": {}},
+               {"runner": "swarm", "name": "desk", "active": "billing", "handoffs": 1}]}
+
+So any row is self-describing: resume reads the newest row only, and each level of the topology
+takes its own frame (``outer[depth]``) and hands the rest down as a :class:`ReEntry` one level
+deeper, until the level whose depth equals ``len(outer)``: the writer of the row, which
+re-enters it the way a lone agent would. Frames do not change while a child runs, so a
+delta-storing backend stores them once per child, not once per row. A fork copies the row, its
+frames included, so a branch needs nothing from the run it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from .._context import _agent_path
+from ..errors import ConfigurationError
+from ..interrupt import Resume
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+    from ..llm.messages import Message, Usage
+    from ..result import AgentResult
+
+OUTER_KEY: Final = "outer"
+"""The state-snapshot key holding the outer frames of a nested row."""
+
+_frames: ContextVar[tuple[dict[str, Any], ...]] = ContextVar("tether_outer_frames", default=())
+
+
+def outer_frames() -> list[dict[str, Any]]:
+    """The frames of the runners the caller is nested in, outermost first (empty at the top)."""
+    return list(_frames.get())
+
+
+@contextmanager
+def outer_frame(frame: dict[str, Any]) -> Iterator[None]:
+    """Push ``frame`` for the rows written inside the block."""
+    token = _frames.set((*_frames.get(), frame))
+    try:
+        yield
+    finally:
+        _frames.reset(token)
+
+
+@contextmanager
+def agent_path_at(path: str | None) -> Iterator[None]:
+    """Set the agent path to ``path`` inside the block (a supervisor's worker runs beside the
+    delegating tool, not under it)."""
+    token = _agent_path.set(path)
+    try:
+        yield
+    finally:
+        _agent_path.reset(token)
+
+
+def join_path(parent: str | None, segment: str) -> str:
+    """``parent/segment``, or ``segment`` at the top."""
+    return segment if not parent else f"{parent}/{segment}"
+
+
+def is_under(path: str | None, prefix: str) -> bool:
+    """True when ``path`` is ``prefix`` or lies in its subtree (``prefix/...``)."""
+    prefix = prefix.rstrip("/")
+    return path is not None and (path == prefix or path.startswith(prefix + "/"))
+
+
+class ChildPaused(BaseException):
+    """A nested runner paused; its pause is recorded already.
+
+    Travels up through the enclosing runners (a supervisor's delegating tool, a chain node) so
+    each returns ``paused`` without writing anything more. A ``BaseException`` so user code's
+    ``except Exception:`` around a delegation cannot swallow it.
+
+    Attributes:
+        result: the paused child's :class:`~tether.result.AgentResult`.
+    """
+
+    def __init__(self, result: AgentResult) -> None:
+        super().__init__("a nested runner paused")
+        self.result = result
+
+
+@dataclass(slots=True)
+class ReEntry:
+    """A row to re-enter inside nested runners, handed down one level at a time.
+
+    Attributes:
+        node_id / status / node_input: the row's address (a fork origin's source row).
+        agent_path: who wrote the row.
+        state: the row's state snapshot, outer frames included.
+        answers: the answers in scope for the re-entered step's ``interrupt()`` calls.
+        claim_owner: the claim on the pending interrupt, released by the writer's next row.
+        depth: the level this re-entry is handed to (0: the outermost runner).
+    """
+
+    node_id: str
+    status: str
+    node_input: Any
+    agent_path: str | None
+    state: dict[str, Any]
+    answers: list[Resume] = field(default_factory=list)
+    claim_owner: str | None = None
+    depth: int = 0
+
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        return list(self.state.get(OUTER_KEY) or ())
+
+    @property
+    def is_own_row(self) -> bool:
+        """True at the level that wrote the row."""
+        return self.depth >= len(self.frames)
+
+    def frame(self, runner: str, name: str) -> dict[str, Any]:
+        """This level's frame, checked to belong to ``runner`` ``name``.
+
+        Raises:
+            ConfigurationError: the frame is another runner's (the topology was changed).
+        """
+        frame = self.frames[self.depth]
+        if frame.get("runner") != runner or frame.get("name") != name:
+            raise ConfigurationError(
+                f"cannot re-enter row {self.node_id!r} at {self.agent_path!r}: level "
+                f"{self.depth} was written by {frame.get('runner')} {frame.get('name')!r}, "
+                f"not {runner} {name!r} (was the topology changed?)"
+            )
+        return frame
+
+    def deeper(self) -> ReEntry:
+        """The same re-entry, handed to the next level down."""
+        return replace(self, depth=self.depth + 1)
+
+
+def reentry_of(cp: Checkpoint) -> ReEntry:
+    """The re-entry for a stored row; a fork's first row stands for the row it copied."""
+    node_id, status, node_input = cp.node_id, cp.status, cp.node_input
+    if cp.step_type == "fork_origin" and isinstance(node_input, dict) and "source" in node_input:
+        source = node_input["source"]
+        node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
+    return ReEntry(node_id, status, node_input, cp.agent_path, cp.state_snapshot)
+
+
+def stored_answers(node_input: Any) -> list[Resume]:
+    """The answers an interrupted row kept for the step's earlier ``interrupt()`` calls."""
+    if isinstance(node_input, dict):
+        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class EndLoop:
+    """A tool's return value that ends its agent's tool loop after this call (a swarm's
+    handoff). ``text`` becomes the call's tool message; the turn's later calls are answered as
+    not run, so the history stays valid for every provider."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """The pre-tool row of the tool call running now: what a supervisor records to re-enter
+    its own loop at the delegation a worker runs inside.
+
+    Attributes:
+        node_id: ``turn:N/tool:<name>``.
+        tool_input: ``{"tool_call_id", "name", "arguments"}``.
+        messages / turn / usage: the loop's state at that row (not copied: read it before the
+            loop goes on).
+    """
+
+    node_id: str
+    tool_input: dict[str, Any]
+    messages: list[Message]
+    turn: int
+    usage: Usage
+
+
+_tool_step: ContextVar[ToolStep | None] = ContextVar("tether_tool_step", default=None)
+
+
+def current_tool_step() -> ToolStep | None:
+    """The tool call the caller runs inside, or ``None``."""
+    return _tool_step.get()
+
+
+@contextmanager
+def tool_step_scope(step: ToolStep) -> Iterator[None]:
+    token = _tool_step.set(step)
+    try:
+        yield
+    finally:
+        _tool_step.reset(token)
