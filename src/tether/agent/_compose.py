@@ -228,36 +228,87 @@ async def resume(
             )
         await store.aset_run_status(execution_id, "running")
         return await drive_outermost(runner, store, execution_id, run.input, None)
+    reentry = await claim_reentry(
+        store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds
+    )
+    return await drive_outermost(runner, store, execution_id, run.input, reentry)
+
+
+async def claim_reentry(
+    store: Checkpointer,
+    cp: Checkpoint,
+    value: Resume | None,
+    agent_path: str | None,
+    *,
+    lease_seconds: float,
+) -> ReEntry:
+    """The re-entry for the newest row of a run, claiming its interrupt if it is one.
+
+    Args:
+        cp: the newest resumable row (from ``latest_resumable``).
+        value: the caller's answer.
+        agent_path: resume only if ``cp`` lies in this subtree.
+        lease_seconds: the claim's lease.
+
+    Raises:
+        ChainResumeError, AlreadyResumed: as for :func:`resume`.
+    """
+    eid = cp.execution_id
     if agent_path is not None and not is_under(cp.agent_path, agent_path):
         where = f"{cp.node_id!r} at {cp.agent_path!r}"
         if value is not None:
             raise AlreadyResumed(
-                f"run {execution_id!r} has no pending interrupt under {agent_path!r} (its "
-                f"latest step is {where})",
-                execution_id=execution_id,
+                f"run {eid!r} has no pending interrupt under {agent_path!r} (its latest step "
+                f"is {where})",
+                execution_id=eid,
                 node_id=cp.node_id,
             )
         raise ChainResumeError(
-            f"run {execution_id!r} continues at {where}, outside {agent_path!r}",
-            execution_id=execution_id,
+            f"run {eid!r} continues at {where}, outside {agent_path!r}",
+            execution_id=eid,
             node_id=cp.node_id,
         )
     reentry = reentry_of(cp)
     if cp.status == "interrupted":
-        answers, owner = await claim(store, cp, value, lease_seconds=runner.claim_lease_seconds)
+        answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
         reentry.answers, reentry.claim_owner = answers, owner
     elif value is not None:
         raise AlreadyResumed(
-            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
+            f"run {eid!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
             "there is no interrupt to answer",
-            execution_id=execution_id,
+            execution_id=eid,
             node_id=cp.node_id,
         )
     else:
         if reentry.status == "interrupted":  # a fork's first row, standing for an interrupt
             reentry.answers = stored_answers(reentry.node_input)
-        await store.aset_run_status(execution_id, "running")
-    return await drive_outermost(runner, store, execution_id, run.input, reentry)
+        await store.aset_run_status(eid, "running")
+    return reentry
+
+
+def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[str, Any]]:
+    """The re-entry a branch from ``src`` starts at, and the ``source`` its ``fork_origin``
+    row keeps (the copied row's address, with the answer given to the branch).
+
+    Raises:
+        AlreadyResumed: a ``value`` for a row that is not an interrupt.
+    """
+    reentry = reentry_of(src)
+    source_input = reentry.node_input
+    if reentry.status == "interrupted":
+        reentry.answers = stored_answers(source_input)
+        if value is not None:
+            reentry.answers.append(value)
+            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
+            source_input = {**source_input, "answers": [a.to_dict() for a in reentry.answers]}
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=src.execution_id,
+        )
+    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
+    return reentry, source
 
 
 async def fork(
@@ -292,22 +343,7 @@ async def fork(
         raise CheckpointNotFoundError(
             f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
         )
-    reentry = reentry_of(src)
-    answers: list[Resume] = []
-    source_input = reentry.node_input
-    if reentry.status == "interrupted":
-        answers = stored_answers(source_input)
-        if value is not None:
-            answers.append(value)
-            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
-            source_input = {**source_input, "answers": [a.to_dict() for a in answers]}
-    elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=execution_id,
-        )
-    reentry.answers = answers
+    reentry, source = fork_source(src, value)
     eid = new_execution_id or new_id()
     await store.acreate_run(
         RunRecord(
@@ -320,7 +356,6 @@ async def fork(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
-    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
     await store.aput(
         Checkpoint(
             execution_id=eid,

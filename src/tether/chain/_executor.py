@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _trace, serde
-from .._context import RunContext, run_scope
+from .._context import RunContext, current_run, run_scope
 from .._faults import fault
 from .._runner import claim, claim_heartbeat, load_run
+from ..agent._compose import claim_reentry, fork_source, run_child
+from ..agent._nested import OUTER_KEY, ChildPaused, outer_frame
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
@@ -23,8 +25,9 @@ from ..result import ChainResult
 from ..store.base import RunRecord
 
 if TYPE_CHECKING:
+    from ..agent._nested import ReEntry
     from ..store.base import Checkpointer
-    from .graph import Chain
+    from .graph import Chain, RunnerNode
 
 
 @dataclass(slots=True)
@@ -36,6 +39,7 @@ class _Cursor:
     counters: dict[str, int] = field(default_factory=dict)
     answers: list[Resume] = field(default_factory=list)
     claim_owner: str | None = None
+    reentry: ReEntry | None = None  # a row inside the first node, a runner node
 
 
 def _error_text(exc: BaseException) -> str:
@@ -72,11 +76,21 @@ async def _alatest_resumable(store: Checkpointer, eid: str) -> Checkpoint | None
     return last
 
 
-async def resume(chain: Chain, execution_id: str, resume_value: Any) -> ChainResult:
+async def resume(
+    chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
+) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
     run = await load_run(store, execution_id, chain.name)
     cp = await _alatest_resumable(store, execution_id)
+    if cp is not None and (agent_path is not None or cp.agent_path is not None):
+        reentry = await claim_reentry(
+            store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds
+        )
+        frame = reentry.frame("chain", chain.name)
+        cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+        cursor.reentry = reentry.deeper()
+        return await _drive(chain, store, execution_id, cursor)
     if cp is None:
         if value is not None:
             raise AlreadyResumed(
@@ -130,6 +144,8 @@ async def fork(
         raise CheckpointNotFoundError(
             f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
         )
+    if src.agent_path is not None:  # a row inside a runner node
+        return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
     interrupted = src.status == "interrupted"
@@ -176,6 +192,53 @@ async def fork(
     return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
 
 
+async def _fork_in_runner(
+    chain: Chain,
+    store: Checkpointer,
+    run: RunRecord,
+    src: Checkpoint,
+    state_updates: dict[str, Any] | None,
+    value: Resume | None,
+    new_execution_id: str | None,
+) -> ChainResult:
+    """Branch from a row a runner node wrote: the branch re-enters that runner at the row, and
+    ``state_updates`` apply to the chain state the node started from."""
+    reentry, source = fork_source(src, value)
+    frames = reentry.frames
+    frame = reentry.frame("chain", chain.name)
+    frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
+    serde.dumps(frame["state"], "state")
+    reentry.state = {**reentry.state, OUTER_KEY: [frame, *frames[1:]]}
+    eid = new_execution_id or new_id()
+    await store.acreate_run(
+        RunRecord(
+            eid,
+            chain.name,
+            chain.kind,
+            status="running",
+            input=run.input,
+            parent_execution_id=src.execution_id,
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    await store.aput(
+        Checkpoint(
+            execution_id=eid,
+            node_id=src.node_id,
+            step_type="fork_origin",
+            status="completed",
+            state_snapshot=reentry.state,
+            node_index=src.node_index,
+            node_input={"forked_from": src.execution_id, "source": source},
+            agent_path=src.agent_path,
+            parent_checkpoint_id=src.checkpoint_id,
+        )
+    )
+    cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+    cursor.reentry = reentry.deeper()
+    return await _drive(chain, store, eid, cursor)
+
+
 async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> ChainResult:
     """Run from ``cur`` until the chain ends, pauses or fails."""
     store = _trace.stamping(store)
@@ -198,7 +261,14 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     )
                 try:
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
-                        updates = await chain.call_node(node_id, state)
+                        runner = chain.runners.get(node_id)
+                        if runner is None:
+                            updates = await chain.call_node(node_id, state)
+                        else:
+                            updates = await _run_runner(
+                                chain, runner, node_id, state, counters, cur
+                            )
+                    cur.reentry = None
                     new_state = {**state, **updates} if updates else state
                     next_id = chain.route(node_id, new_state, counters)
                     cp = Checkpoint(
@@ -220,6 +290,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     return await _pause(
                         chain, store, eid, node_id, state, counters, scope, sig, owner
                     )
+                except ChildPaused as child:  # recorded by the runner node itself
+                    pending = child.result.pending_interrupt
+                    return ChainResult("paused", eid, state=state, pending_interrupt=pending)
                 except StoreError:
                     raise  # the store refused or went away: write nothing more
                 except Exception as exc:
@@ -248,6 +321,37 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
             except StoreError:
                 raise
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
+
+
+async def _run_runner(
+    chain: Chain,
+    node: RunnerNode,
+    node_id: str,
+    state: dict[str, Any],
+    counters: dict[str, int],
+    cur: _Cursor,
+) -> dict[str, Any]:
+    """Run a runner node inside this run under the chain's frame (see ``_nested``)."""
+    ctx = current_run()
+    assert ctx is not None
+    frame = {
+        "runner": "chain",
+        "name": chain.name,
+        "node_id": node_id,
+        "state": state,
+        "counters": dict(counters),
+    }
+    key = node.input_key
+    value = (
+        None
+        if cur.reentry is not None
+        else (state.get(key) if isinstance(key, str) else key(state))
+    )
+    with outer_frame(frame):
+        result = await run_child(
+            node.runner, ctx.checkpointer, ctx.execution_id, value, cur.reentry
+        )
+    return {node.output_key: result.parsed if result.parsed is not None else result.output}
 
 
 async def _pause(

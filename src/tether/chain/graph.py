@@ -19,6 +19,26 @@ __all__ = ["Chain", "Edge"]
 NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 Condition = Callable[[dict[str, Any]], bool]
 RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
+RUNNER_KINDS = frozenset({"agent", "swarm", "supervisor"})
+InputSelector = Callable[[dict[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerNode:
+    """A node that is an ``Agent``, ``Swarm`` or ``Supervisor``.
+
+    Attributes:
+        runner: the runner; it runs inside the chain's run (same ``execution_id``, its rows
+            under its own ``agent_path``, no ``run_end`` of its own).
+        input_key: the state key holding its input (a ``str`` or a list of messages), or a
+            function ``state -> input``.
+        output_key: the state key its final output is written to (the parsed model when the
+            agent has an ``output_type``, else the text).
+    """
+
+    runner: Any
+    input_key: str | InputSelector
+    output_key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +102,7 @@ class Chain:
         self._checkpointer = checkpointer
         self.claim_lease_seconds = claim_lease_seconds
         self.nodes: dict[str, NodeFn] = {}
+        self.runners: dict[str, RunnerNode] = {}
         self.edges: dict[str, list[Edge]] = {}
         self.entry: str | None = None
         self._order: dict[str, int] = {}
@@ -98,12 +119,28 @@ class Chain:
             self._checkpointer = connect()
         return self._checkpointer
 
-    def add_node(self, node_id: str, fn: NodeFn, *, entry: bool = False) -> Chain:
+    def add_node(
+        self,
+        node_id: str,
+        fn: NodeFn | Any,
+        *,
+        entry: bool = False,
+        input_key: str | InputSelector = "input",
+        output_key: str | None = None,
+    ) -> Chain:
         """Add a step. The first node added is the entry unless another says ``entry=True``.
 
         Args:
             node_id: unique id; it is the checkpoint's re-entry address.
-            fn: ``fn(state) -> dict | None``, sync or async; may call ``interrupt()``.
+            fn: ``fn(state) -> dict | None``, sync or async; may call ``interrupt()``. Or an
+                ``Agent``, ``Swarm`` or ``Supervisor``: it runs inside this chain's run, its
+                rows nest under its ``agent_path`` and each carries the chain's frame (the
+                node and the state it started from), so a crash or pause inside it resumes
+                there and the chain then goes on to the next node (DESIGN section 8).
+            input_key: for a runner node: the state key holding its input (a ``str`` or a
+                list of messages), or a function ``state -> input``.
+            output_key: for a runner node: the state key its output goes to (default: the
+                node id).
 
         Raises:
             ConfigurationError: a duplicate or reserved id, or ``fn`` is not callable.
@@ -114,6 +151,9 @@ class Chain:
             raise ConfigurationError(f"node id {node_id!r}: the 'turn:' prefix is for agents")
         if node_id in self.nodes:
             raise ConfigurationError(f"node {node_id!r} already exists in chain {self.name!r}")
+        if getattr(fn, "kind", None) in RUNNER_KINDS and hasattr(fn, "name"):
+            self.runners[node_id] = RunnerNode(fn, input_key, output_key or node_id)
+            fn = _runner_placeholder
         if not callable(fn):
             raise ConfigurationError(f"node {node_id!r}: fn must be callable")
         self.nodes[node_id] = fn
@@ -196,12 +236,25 @@ class Chain:
 
         return await start(self, input, execution_id)
 
-    async def aresume(self, execution_id: str, resume_value: Resume | None = None) -> ChainResult:
+    async def aresume(
+        self,
+        execution_id: str,
+        resume_value: Resume | None = None,
+        *,
+        agent_path: str | None = None,
+    ) -> ChainResult:
         """Continue a run from its latest resumable checkpoint (the table in DESIGN section 4).
+
+        A row written inside a runner node (an agent that paused, a swarm that crashed)
+        re-enters that runner at the row; when it finishes, the chain goes on to the node its
+        routing picks.
 
         Args:
             execution_id: the run.
             resume_value: the answer for a paused run's pending interrupt.
+            agent_path: resume only if the row to re-enter lies in this ``agent_path`` subtree
+                (a guard; without an answer a mismatch raises ``ChainResumeError``, with one
+                ``AlreadyResumed``).
 
         Raises:
             RunNotFoundError: no such run.
@@ -213,7 +266,7 @@ class Chain:
         """
         from ._executor import resume
 
-        return await resume(self, execution_id, resume_value)
+        return await resume(self, execution_id, resume_value, agent_path)
 
     async def afork(
         self,
@@ -249,9 +302,15 @@ class Chain:
         """Sync twin of :meth:`arun`."""
         return run_sync(self.arun(input, execution_id=execution_id))
 
-    def resume(self, execution_id: str, resume_value: Resume | None = None) -> ChainResult:
+    def resume(
+        self,
+        execution_id: str,
+        resume_value: Resume | None = None,
+        *,
+        agent_path: str | None = None,
+    ) -> ChainResult:
         """Sync twin of :meth:`aresume`."""
-        return run_sync(self.aresume(execution_id, resume_value))
+        return run_sync(self.aresume(execution_id, resume_value, agent_path=agent_path))
 
     def fork(
         self,
@@ -272,3 +331,7 @@ class Chain:
                 new_execution_id=new_execution_id,
             )
         )
+
+
+def _runner_placeholder(state: dict[str, Any]) -> None:
+    raise ConfigurationError("a runner node is run by the chain executor, not called")
