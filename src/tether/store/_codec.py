@@ -20,6 +20,7 @@ reads the database.
 from __future__ import annotations
 
 import datetime as _dt
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,7 +29,8 @@ import orjson
 
 from .. import serde
 from ..checkpoint import Checkpoint
-from ..errors import CorruptRecordError, SerializationError
+from ..errors import ConfigurationError, CorruptRecordError, SerializationError
+from .base import PendingInterrupt, RunRecord
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
 MAX_ROWS_BETWEEN_FULL: Final = 512
@@ -200,29 +202,34 @@ def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full:
 
 
 class HeadCache:
-    """Bounded LRU of run heads, keyed by execution_id."""
+    """Bounded LRU of run heads, keyed by execution_id; safe to share between threads."""
 
     def __init__(self, size: int = HEAD_CACHE_RUNS) -> None:
         self._size = size
         self._heads: OrderedDict[str, Head] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, execution_id: str) -> Head | None:
-        head = self._heads.get(execution_id)
-        if head is not None:
-            self._heads.move_to_end(execution_id)
-        return head
+        with self._lock:
+            head = self._heads.get(execution_id)
+            if head is not None:
+                self._heads.move_to_end(execution_id)
+            return head
 
     def set(self, execution_id: str, head: Head) -> None:
-        self._heads[execution_id] = head
-        self._heads.move_to_end(execution_id)
-        if len(self._heads) > self._size:
-            self._heads.popitem(last=False)
+        with self._lock:
+            self._heads[execution_id] = head
+            self._heads.move_to_end(execution_id)
+            if len(self._heads) > self._size:
+                self._heads.popitem(last=False)
 
     def drop(self, execution_id: str) -> None:
-        self._heads.pop(execution_id, None)
+        with self._lock:
+            self._heads.pop(execution_id, None)
 
     def clear(self) -> None:
-        self._heads.clear()
+        with self._lock:
+            self._heads.clear()
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
@@ -244,8 +251,63 @@ def ts_to_dt(value: Any) -> _dt.datetime | None:
     if value is None:
         return None
     if isinstance(value, _dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+        return value.astimezone(_dt.UTC) if value.tzinfo else value.replace(tzinfo=_dt.UTC)
     return _dt.datetime.fromtimestamp(float(value), _dt.UTC)
+
+
+def prune_cutoff(older_than: _dt.timedelta | _dt.datetime, now: float) -> float:
+    """The unix time before which finished runs are pruned.
+
+    Args:
+        older_than: an age (``timedelta``, counted back from ``now``) or an absolute,
+            timezone-aware cutoff (``datetime``).
+        now: the current unix time in seconds.
+
+    Raises:
+        ConfigurationError: a naive datetime, or neither a timedelta nor a datetime.
+    """
+    if isinstance(older_than, _dt.timedelta):
+        return now - older_than.total_seconds()
+    if isinstance(older_than, _dt.datetime):
+        if older_than.tzinfo is None:
+            raise ConfigurationError("prune cutoff datetime must be timezone-aware (UTC)")
+        return older_than.timestamp()
+    raise ConfigurationError(f"older_than must be a timedelta or datetime, got {older_than!r}")
+
+
+def run_from_row(row: Any) -> RunRecord:
+    """Build a :class:`RunRecord` from a row in :data:`RUN_COLUMNS` order."""
+    return RunRecord(
+        execution_id=row[0],
+        runner_name=row[1],
+        runner_kind=row[2],
+        status=row[3],
+        input=load_json(row[4]),
+        parent_execution_id=row[5],
+        parent_checkpoint_id=row[6],
+        owner=row[7],
+        lease_expires_at=ts_to_dt(row[8]),
+        error=row[9],
+        created_at=ts_to_dt(row[10]),
+        updated_at=ts_to_dt(row[11]),
+        finished_at=ts_to_dt(row[12]),
+    )
+
+
+def pending_from_row(row: Any) -> PendingInterrupt:
+    """Build a :class:`PendingInterrupt` from a row in :data:`PENDING_COLUMNS` order."""
+    return PendingInterrupt(
+        execution_id=row[0],
+        checkpoint_id=row[1],
+        node_id=row[2],
+        agent_path=row[3],
+        reason=row[4],
+        context=load_json(row[5]),
+        created_at=ts_to_dt(row[6]),
+        claimed_by=row[7],
+        claim_expires_at=ts_to_dt(row[8]),
+        resume_value=load_json(row[9]),
+    )
 
 
 def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:

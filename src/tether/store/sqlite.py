@@ -185,39 +185,6 @@ def _now() -> float:
     return time.time()
 
 
-def _run_from_row(row: Any) -> RunRecord:
-    return RunRecord(
-        execution_id=row[0],
-        runner_name=row[1],
-        runner_kind=row[2],
-        status=row[3],
-        input=_codec.load_json(row[4]),
-        parent_execution_id=row[5],
-        parent_checkpoint_id=row[6],
-        owner=row[7],
-        lease_expires_at=_codec.ts_to_dt(row[8]),
-        error=row[9],
-        created_at=_codec.ts_to_dt(row[10]),
-        updated_at=_codec.ts_to_dt(row[11]),
-        finished_at=_codec.ts_to_dt(row[12]),
-    )
-
-
-def _pending_from_row(row: Any) -> PendingInterrupt:
-    return PendingInterrupt(
-        execution_id=row[0],
-        checkpoint_id=row[1],
-        node_id=row[2],
-        agent_path=row[3],
-        reason=row[4],
-        context=_codec.load_json(row[5]),
-        created_at=_codec.ts_to_dt(row[6]),
-        claimed_by=row[7],
-        claim_expires_at=_codec.ts_to_dt(row[8]),
-        resume_value=_codec.load_json(row[9]),
-    )
-
-
 class SQLiteCheckpointer(SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
@@ -383,7 +350,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
             row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
-        return None if row is None else _run_from_row(row)
+        return None if row is None else _codec.run_from_row(row)
 
     def list_runs(
         self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
@@ -399,7 +366,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         sql += " ORDER BY created_at DESC LIMIT ?"
         args.append(limit)
         with self._read() as conn:
-            return [_run_from_row(r) for r in conn.execute(sql, args).fetchall()]
+            return [_codec.run_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
     def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
         now = _now()
@@ -611,11 +578,11 @@ class SQLiteCheckpointer(SyncAsyncMixin):
     def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
         with self._read() as conn:
             row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
-        return None if row is None else _pending_from_row(row)
+        return None if row is None else _codec.pending_from_row(row)
 
     def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
         with self._read() as conn:
-            return [_pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
+            return [_codec.pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
 
     def claim_interrupt(
         self,
@@ -646,7 +613,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 conn.execute(
                     UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
                 )
-        return None if row is None else _pending_from_row(row)
+        return None if row is None else _codec.pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
     """The contract's name for :meth:`claim_interrupt` (DESIGN section 7)."""
@@ -702,7 +669,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         Returns:
             Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
         """
-        cutoff = _cutoff(older_than)
+        cutoff = _codec.prune_cutoff(older_than, _now())
         result = PruneResult()
         with self._write() as conn:
             ids = [r[0] for r in conn.execute(SELECT_PRUNABLE, (cutoff,)).fetchall()]
@@ -730,16 +697,6 @@ class SQLiteCheckpointer(SyncAsyncMixin):
             for eid in result.execution_ids:
                 self._heads.drop(eid)
         return result
-
-
-def _cutoff(older_than: _dt.timedelta | _dt.datetime) -> float:
-    if isinstance(older_than, _dt.timedelta):
-        return _now() - older_than.total_seconds()
-    if isinstance(older_than, _dt.datetime):
-        if older_than.tzinfo is None:
-            raise ConfigurationError("prune cutoff datetime must be timezone-aware (UTC)")
-        return older_than.timestamp()
-    raise ConfigurationError(f"older_than must be a timedelta or datetime, got {older_than!r}")
 
 
 def _translate(exc: sqlite3.Error, path: str) -> StoreError:

@@ -1,0 +1,616 @@
+"""How the Postgres checkpointer talks to the server: pools, plans, checks and errors.
+
+An operation is written once, as a **plan**: a generator that yields ``(query, params)`` and is
+sent each statement's :class:`Result`. :class:`Database` runs a plan on a connection of its
+sync pool (:meth:`Database.run`) or of the running event loop's async pool
+(:meth:`Database.arun`), so the checkpointer's sync methods and their async twins share every
+line of logic and differ only in how they wait. A driver error is thrown into the plan at the
+statement that caused it, so the plan can turn it into the error that says what happened
+(a unique violation on ``(execution_id, seq)`` is another writer's step); anything it does not
+handle becomes a :class:`~tether.errors.StoreError` here, never a raw driver error.
+
+Async pools are bound to the event loop that opened them (their locks, queues and workers
+live there), so there is one per loop, opened on first use and closed when the loop shuts
+down (a guard task that ``asyncio.run`` cancels with the rest closes it). The sync verbs
+(``Chain.run``) run each call in a fresh loop, so each such call opens and closes a small
+pool; a long-lived async application keeps one.
+
+Connections a server killed (restart, ``pg_terminate_backend``) are found at checkout and
+replaced: an idle connection whose socket has something to read has been told it is
+terminated (or was sent a notice), and only then is the pool's round-trip check run, so a
+healthy checkout costs no round trip.
+
+Strings: PostgreSQL ``text`` cannot hold NUL. Every ``str`` parameter is written with NUL as
+``U+FFFE '0'`` and ``U+FFFE`` itself doubled, and read back the other way. The mapping is
+per character and prefix-free, so equality and prefix tests in SQL still hold, and any string
+without those two characters (every realistic one) is stored exactly as given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import select
+import threading
+import weakref
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.abc import Buffer
+from psycopg.types.string import (
+    StrBinaryDumper,
+    StrDumperUnknown,
+    TextBinaryLoader,
+    TextLoader,
+)
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+
+from ..errors import (
+    ConcurrentWriteError,
+    CorruptRecordError,
+    StoreError,
+    StoreUnavailableError,
+)
+
+T = TypeVar("T")
+
+Statement: TypeAlias = tuple[bytes, Sequence[Any] | None]
+
+
+@dataclass(slots=True)
+class Result:
+    """What one statement returned: its rows (empty for commands) and its row count."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...] | None:
+        """The first row, or ``None``."""
+        return self.rows[0] if self.rows else None
+
+
+Plan: TypeAlias = Generator[Statement, Result, T]
+"""An operation: yields statements, receives their results, returns its value."""
+
+# --- NUL-safe text --------------------------------------------------------------------------
+_ESC = "\ufffe"
+_UNESCAPE = re.compile(_ESC + "(.)", re.DOTALL)
+
+
+def _escape(s: str) -> str:
+    if "\x00" in s or _ESC in s:
+        return s.replace(_ESC, _ESC + _ESC).replace("\x00", _ESC + "0")
+    return s
+
+
+def _unescape(s: str) -> str:
+    if _ESC in s:
+        return _UNESCAPE.sub(lambda m: "\x00" if m[1] == "0" else m[1], s)
+    return s
+
+
+class _TextDumper(StrDumperUnknown):
+    def dump(self, obj: str) -> Buffer | None:
+        return _escape(obj).encode(self._encoding)
+
+
+class _TextBinaryDumper(StrBinaryDumper):
+    def dump(self, obj: str) -> Buffer | None:
+        return _escape(obj).encode(self._encoding)
+
+
+class _TextLoader(TextLoader):
+    def load(self, data: Buffer) -> bytes | str:
+        value = super().load(data)
+        return _unescape(value) if isinstance(value, str) else value
+
+
+class _TextBinaryLoader(TextBinaryLoader):
+    def load(self, data: Buffer) -> bytes | str:
+        value = super().load(data)
+        return _unescape(value) if isinstance(value, str) else value
+
+
+def _register_text_adapters(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    adapters = conn.adapters
+    adapters.register_dumper(str, _TextBinaryDumper)
+    adapters.register_dumper(str, _TextDumper)  # registered last: the default for str
+    adapters.register_loader("text", _TextLoader)
+    adapters.register_loader("text", _TextBinaryLoader)
+
+
+# --- connection checks ----------------------------------------------------------------------
+def _idle_socket_readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """True when an idle connection's socket has data (or EOF) waiting: the server has spoken
+    unprompted, which on a connection we never LISTEN on almost always means it was
+    terminated."""
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, AttributeError, psycopg.Error):
+        return True  # cannot tell: let the round-trip check decide
+
+
+def check_connection(conn: psycopg.Connection[Any]) -> None:
+    """Pool ``check`` callback (sync): raise if ``conn`` is dead, costing a round trip only
+    when the socket suggests it might be."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    if _idle_socket_readable(conn):
+        ConnectionPool.check_connection(conn)
+
+
+async def acheck_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pool ``check`` callback (async): as :func:`check_connection`."""
+    if conn.closed:
+        raise psycopg.OperationalError("the connection is closed")
+    if _idle_socket_readable(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+# --- errors ---------------------------------------------------------------------------------
+_LOST = (
+    pg_errors.AdminShutdown,
+    pg_errors.CrashShutdown,
+    pg_errors.CannotConnectNow,
+    pg_errors.ConnectionException,
+    psycopg.InterfaceError,
+)
+_MISSING = (pg_errors.UndefinedTable, pg_errors.UndefinedColumn, pg_errors.InvalidSchemaName)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def translate(
+    exc: psycopg.Error,
+    *,
+    op: str,
+    target: str,
+    pid: int | None,
+    lost: bool,
+    execution_id: str | None,
+    timeout_seconds: float,
+    reason: str | None = None,
+) -> StoreError:
+    """The tether error for a driver error.
+
+    Args:
+        exc: the psycopg (or psycopg_pool) error.
+        op: the checkpointer operation, e.g. ``"put"``.
+        target: the server, ``postgresql://user@host:port/dbname`` (no password).
+        pid: the server backend of the connection in use, if one was checked out.
+        lost: the connection was found closed after the error.
+        execution_id: the run concerned, if any.
+        timeout_seconds: the pool's wait for a connection (for the message).
+        reason: why a fresh connection could not be made, when that was diagnosed.
+    """
+    where = target if pid is None else f"{target} (backend pid {pid})"
+    what = op if execution_id is None else f"{op} of run {execution_id!r}"
+    msg = _first_line(exc)
+    if isinstance(exc, PoolTimeout):
+        why = reason or msg
+        return StoreUnavailableError(
+            f"no connection to PostgreSQL {target} within {timeout_seconds:g} s for {what}: {why}",
+            execution_id=execution_id,
+        )
+    if isinstance(exc, PoolClosed):
+        return StoreUnavailableError(
+            f"the connection pool to PostgreSQL {target} was closed during {what}",
+            execution_id=execution_id,
+        )
+    if lost or isinstance(exc, _LOST):
+        return StoreUnavailableError(
+            f"lost the connection to PostgreSQL {where} during {what}: {msg}. Its transaction "
+            "did not commit (if the loss came during COMMIT, read the run back: it may have)",
+            execution_id=execution_id,
+        )
+    if isinstance(exc, _MISSING):
+        return CorruptRecordError(
+            f"PostgreSQL {target} is missing tether tables or columns ({msg}) during {what}; "
+            "the schema was dropped or altered outside tether",
+            execution_id=execution_id,
+        )
+    if isinstance(exc, pg_errors.TransactionRollback):
+        return ConcurrentWriteError(
+            f"a concurrent transaction on PostgreSQL {target} conflicted with {what}: {msg}",
+            execution_id=execution_id,
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnavailableError(
+            f"PostgreSQL {where} failed during {what}: {msg}", execution_id=execution_id
+        )
+    return StoreError(f"PostgreSQL {where} refused {what}: {msg}", execution_id=execution_id)
+
+
+# --- the database ---------------------------------------------------------------------------
+@dataclass(slots=True, eq=False)
+class _LoopPool:
+    loop: asyncio.AbstractEventLoop
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+    guard: asyncio.Task[None] | None = None
+    opening: asyncio.Task[None] | None = None
+    opened: bool = False
+    setup_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True)
+class _Usage:
+    in_use: int = 0
+    max_in_use: int = 0
+
+
+def _close_idle_connections(pool: AsyncConnectionPool[Any]) -> None:
+    # For a pool whose loop has closed (nothing can await its close() any more) or is shutting
+    # down: PQfinish sends the server a Terminate message and frees the backend now rather
+    # than at garbage collection.
+    for conn in list(getattr(pool, "_pool", ())):
+        with contextlib.suppress(Exception):
+            conn.pgconn.finish()
+
+
+async def _guard(pool: AsyncConnectionPool[Any]) -> None:
+    """Hold ``pool`` open for as long as its event loop lives, and close it when cancelled.
+
+    ``asyncio.run`` cancels every task when its coroutine returns. The pool's workers survive a
+    cancellation that lands while they run a maintenance task (they catch it to keep the pool
+    consistent) and would then wait forever, hanging the loop's shutdown, unless the pool is
+    closed: this task is cancelled in that same sweep and closes it.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()
+    except asyncio.CancelledError:
+        pass
+    finally:
+        _close_idle_connections(pool)
+        with contextlib.suppress(BaseException):
+            await pool.close()
+
+
+class Database:
+    """A sync pool and per-event-loop async pools to one PostgreSQL database.
+
+    Args:
+        conninfo: a libpq connection string or URL.
+        kwargs: connection keyword arguments (autocommit, connect_timeout...).
+        sync_pool: a caller-owned sync pool to use instead of making one (never closed here).
+        min_size / max_size: connections per pool.
+        timeout_seconds: how long an operation waits for a free connection.
+        target: the server as shown in messages (no password).
+        name: pool name prefix for psycopg's logs.
+        setup: a factory of the plan that creates the schema; it runs once, on first use.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        kwargs: dict[str, Any],
+        *,
+        sync_pool: ConnectionPool[Any] | None,
+        min_size: int,
+        max_size: int,
+        timeout_seconds: float,
+        target: str,
+        name: str,
+        setup: Callable[[], Plan[None]],
+    ) -> None:
+        self.conninfo = conninfo
+        self.kwargs = kwargs
+        self.min_size = min_size
+        self.max_size = max_size
+        self.timeout_seconds = timeout_seconds
+        self.target = target
+        self.name = name
+        self.ready = False
+        self._setup = setup
+        self._own_sync = sync_pool is None
+        self._sync: ConnectionPool[Any] | None = sync_pool
+        self._sync_opened = sync_pool is not None
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
+        self._current: _LoopPool | None = None
+        self._lock = threading.Lock()
+        self._setup_lock = threading.Lock()
+        self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.sync_usage = _Usage()
+        self.async_usage = _Usage()
+
+    # --- pools ----------------------------------------------------------------------------
+    def _sync_pool(self) -> ConnectionPool[Any]:
+        with self._lock:
+            if self._sync is None:
+                self._sync = ConnectionPool(
+                    self.conninfo,
+                    kwargs=self.kwargs,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    timeout=self.timeout_seconds,
+                    check=check_connection,
+                    open=False,
+                    name=f"{self.name}-sync",
+                )
+            if not self._sync_opened:
+                # Waiting for min_size connections keeps the first checkout from growing
+                # the pool while they are still being made.
+                try:
+                    self._sync.open(wait=True, timeout=self.timeout_seconds)
+                except PoolTimeout:
+                    self._sync = None  # wait() closed it; the next call starts afresh
+                    raise
+                self._sync_opened = True
+            return self._sync
+
+    def _loop_entry(self) -> _LoopPool:
+        """This event loop's pool (made, not opened, on first use)."""
+        loop = asyncio.get_running_loop()
+        lp = self._current
+        if lp is not None and lp.loop is loop:
+            return lp
+        with self._lock:
+            for old in [p for p in self._loops.values() if p.loop.is_closed()]:
+                del self._loops[old.loop]
+                _close_idle_connections(old.pool)
+            lp = self._loops.get(loop)
+            if lp is None:
+                pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                    self.conninfo,
+                    kwargs=self.kwargs,
+                    min_size=self.min_size,
+                    max_size=self.max_size,
+                    timeout=self.timeout_seconds,
+                    check=acheck_connection,
+                    open=False,
+                    name=f"{self.name}-async",
+                )
+                lp = self._loops[loop] = _LoopPool(loop, pool)
+            self._current = lp
+            return lp
+
+    async def _open(self, lp: _LoopPool) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        if lp.opened:
+            return lp.pool
+        if lp.opening is None:
+            lp.guard = lp.loop.create_task(_guard(lp.pool), name=f"{self.name}-async-guard")
+            lp.opening = lp.loop.create_task(
+                lp.pool.open(wait=True, timeout=self.timeout_seconds),
+                name=f"{self.name}-async-open",
+            )
+        try:
+            await asyncio.shield(lp.opening)  # every first caller waits for the one opening
+        except psycopg.Error:
+            with self._lock:
+                if self._loops.get(lp.loop) is lp:
+                    del self._loops[lp.loop]
+                if self._current is lp:
+                    self._current = None
+            if lp.guard is not None:
+                lp.guard.cancel()
+            raise
+        lp.opened = True
+        return lp.pool
+
+    def close(self) -> None:
+        """Close every pool this object opened; the next operation opens them again."""
+        with self._lock:
+            sync, self._sync = self._sync, None
+            loops, self._loops = list(self._loops.values()), {}
+            self._current = None
+            self._sync_opened = False
+        if sync is not None:
+            if self._own_sync:
+                sync.close()
+            else:
+                self._sync, self._sync_opened = sync, True
+        for lp in loops:
+            self._close_loop_pool(lp)
+
+    async def aclose(self) -> None:
+        """As :meth:`close`, awaiting the running loop's pool."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            mine = self._loops.pop(loop, None)
+            if self._current is mine:
+                self._current = None
+        if mine is not None and mine.guard is not None:
+            mine.guard.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await mine.guard
+        self.close()
+
+    def _close_loop_pool(self, lp: _LoopPool) -> None:
+        loop, guard = lp.loop, lp.guard
+        if loop.is_closed() or guard is None:
+            _close_idle_connections(lp.pool)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            guard.cancel()  # close() called from a coroutine on that loop: the guard finishes
+        elif loop.is_running():
+            loop.call_soon_threadsafe(guard.cancel)
+        else:
+            guard.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(guard)
+
+    # --- running plans --------------------------------------------------------------------
+    def _adapt(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> int:
+        if conn not in self._adapted:
+            _register_text_adapters(conn)
+            self._adapted.add(conn)
+        return conn.pgconn.backend_pid
+
+    def setup(self) -> None:
+        """Run the schema plan now (sync), whether or not it already ran."""
+        with self._setup_lock:
+            self._run("setup", self._setup(), write=True, execution_id=None)
+            self.ready = True
+
+    async def asetup(self) -> None:
+        """Run the schema plan now (async), whether or not it already ran."""
+        async with self._loop_entry().setup_lock:
+            await self._arun("setup", self._setup(), write=True, execution_id=None)
+            self.ready = True
+
+    def run(
+        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+    ) -> T:
+        """Run ``plan`` on a sync pool connection, in one transaction when ``write``.
+
+        Raises:
+            StoreError: any driver error, translated (see :func:`translate`).
+        """
+        if not self.ready:
+            with self._setup_lock:
+                if not self.ready:
+                    self._run("setup", self._setup(), write=True, execution_id=None)
+                    self.ready = True
+        return self._run(op, plan, write=write, execution_id=execution_id)
+
+    async def arun(
+        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+    ) -> T:
+        """Run ``plan`` on a connection of this event loop's async pool (see :meth:`run`)."""
+        if not self.ready:
+            async with self._loop_entry().setup_lock:
+                if not self.ready:
+                    await self._arun("setup", self._setup(), write=True, execution_id=None)
+                    self.ready = True
+        return await self._arun(op, plan, write=write, execution_id=execution_id)
+
+    def _run(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+        pid: int | None = None
+        usage = self.sync_usage
+        try:
+            with self._sync_pool().connection() as conn:
+                pid = self._adapt(conn)
+                with self._lock:
+                    usage.in_use += 1
+                    usage.max_in_use = max(usage.max_in_use, usage.in_use)
+                try:
+                    with conn.transaction() if write else contextlib.nullcontext():
+                        return _drive(conn, plan)
+                except psycopg.Error as exc:
+                    raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
+                finally:
+                    with self._lock:
+                        usage.in_use -= 1
+        except psycopg.Error as exc:
+            reason = self._diagnose() if isinstance(exc, PoolTimeout) else None
+            raise self._translate(exc, op, pid, False, execution_id, reason) from exc
+        finally:
+            plan.close()
+
+    async def _arun(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+        pid: int | None = None
+        usage = self.async_usage
+        lp = self._loop_entry()
+        try:
+            pool = await self._open(lp)
+            async with pool.connection() as conn:
+                pid = self._adapt(conn)
+                usage.in_use += 1
+                usage.max_in_use = max(usage.max_in_use, usage.in_use)
+                try:
+                    async with conn.transaction() if write else contextlib.nullcontext():
+                        return await _adrive(conn, plan)
+                except psycopg.Error as exc:
+                    raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
+                finally:
+                    usage.in_use -= 1
+        except psycopg.Error as exc:
+            reason = await self._adiagnose() if isinstance(exc, PoolTimeout) else None
+            raise self._translate(exc, op, pid, False, execution_id, reason) from exc
+        finally:
+            plan.close()
+
+    def _translate(
+        self,
+        exc: psycopg.Error,
+        op: str,
+        pid: int | None,
+        lost: bool,
+        execution_id: str | None,
+        reason: str | None = None,
+    ) -> StoreError:
+        return translate(
+            exc,
+            op=op,
+            target=self.target,
+            pid=pid,
+            lost=lost,
+            execution_id=execution_id,
+            timeout_seconds=self.timeout_seconds,
+            reason=reason,
+        )
+
+    def _diagnose(self) -> str | None:
+        """Why a fresh connection fails, if it does (the pool logs it but does not say)."""
+        try:
+            psycopg.Connection.connect(self.conninfo, **self.kwargs).close()
+        except psycopg.Error as exc:
+            return _first_line(exc)
+        return None
+
+    async def _adiagnose(self) -> str | None:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
+            await conn.close()
+        except psycopg.Error as exc:
+            return _first_line(exc)
+        return None
+
+    def stats(self) -> dict[str, int]:
+        """Checked-out connection counts: now and the most at once, per pool kind."""
+        return {
+            "sync_in_use": self.sync_usage.in_use,
+            "sync_max_in_use": self.sync_usage.max_in_use,
+            "async_in_use": self.async_usage.in_use,
+            "async_max_in_use": self.async_usage.max_in_use,
+            "async_pools": len(self._loops),
+        }
+
+
+def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    cur = conn.cursor(binary=True)
+    try:
+        stmt = next(plan)
+        while True:
+            try:
+                cur.execute(stmt[0], stmt[1])
+                result = Result(cur.fetchall() if cur.description else [], cur.rowcount)
+            except psycopg.Error as exc:
+                stmt = plan.throw(exc)
+                continue
+            stmt = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        cur.close()
+
+
+async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    cur = conn.cursor(binary=True)
+    try:
+        stmt = next(plan)
+        while True:
+            try:
+                await cur.execute(stmt[0], stmt[1])
+                rows = await cur.fetchall() if cur.description else []
+                result = Result(rows, cur.rowcount)
+            except psycopg.Error as exc:
+                stmt = plan.throw(exc)
+                continue
+            stmt = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        await cur.close()

@@ -1,0 +1,1018 @@
+"""Postgres checkpointer: many processes and machines on one database (DESIGN section 7).
+
+The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of their own
+(``tether`` unless told otherwise), with the same semantics:
+
+- **Steps.** Every write that belongs to one step is one transaction. The writer keeps each
+  run's head in memory (:class:`~tether.store._codec.HeadCache`), so the step path never reads;
+  a stale head shows up as a unique violation on ``(execution_id, seq)``, raised as
+  :class:`~tether.errors.ConcurrentWriteError`.
+- **The claim** of a pending interrupt is one ``UPDATE … RETURNING`` statement. Under READ
+  COMMITTED a claimer that finds the row locked by another waits for it to commit and then
+  re-checks the ``WHERE`` against the row as the winner left it (Postgres's EvalPlanQual
+  recheck), so of any number of concurrent claimers exactly one gets the row back.
+- **Time** comes from the database's clock (``now()``): claim leases compare times written by
+  different machines, which only one clock can make consistent. Timestamps are
+  ``timestamptz``.
+- **JSON and state** are ``bytea``: ``jsonb`` rejects ``\\u0000`` and reorders keys; bytes keep
+  exactly what :mod:`tether.serde` wrote. Text columns hold any ``str``, NUL included (see
+  :mod:`tether.store._postgres_io`).
+- **Schema**: ``tether_schema`` records forward-only versions; :meth:`setup` runs under a
+  transaction-scoped advisory lock, so processes starting together migrate once.
+
+Connections: a psycopg 3 ``ConnectionPool`` serves the sync methods and an
+``AsyncConnectionPool`` per event loop serves the async twins the engine calls, so concurrent
+runs in one process overlap their database work. Pools open on first use; connections the
+server killed are replaced at checkout. Durability is the server's: with the default
+``synchronous_commit=on`` a committed step survives power loss.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as _dt
+import hashlib
+import math
+import time
+from typing import Any, Final
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool
+
+from ..checkpoint import Checkpoint, new_id
+from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
+from . import _codec
+from ._postgres_io import Database, Plan, Result
+from .base import PendingInterrupt, PruneResult, RunRecord
+
+__all__ = ["PostgresCheckpointer"]
+
+SCHEMA_VERSION: Final = 1
+
+# Every statement names its tables as {schema}.<table>; the schema is quoted with
+# psycopg.sql.Identifier once per checkpointer.
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
+    1: (
+        """CREATE TABLE {schema}.runs (
+            execution_id text PRIMARY KEY,
+            runner_name text NOT NULL,
+            runner_kind text NOT NULL,
+            status text NOT NULL,
+            input bytea,
+            parent_execution_id text,
+            parent_checkpoint_id text,
+            owner text,
+            lease_expires_at timestamptz,
+            error text,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            finished_at timestamptz
+        )""",
+        "CREATE INDEX runs_status_idx ON {schema}.runs (status, updated_at)",
+        "CREATE INDEX runs_name_idx ON {schema}.runs (runner_name, created_at)",
+        """CREATE TABLE {schema}.checkpoints (
+            checkpoint_id text PRIMARY KEY,
+            execution_id text NOT NULL,
+            seq bigint NOT NULL,
+            node_id text NOT NULL,
+            node_index integer NOT NULL,
+            step_type text NOT NULL,
+            status text NOT NULL,
+            state_kind text NOT NULL,
+            state bytea NOT NULL,
+            base_seq bigint NOT NULL,
+            node_input bytea,
+            node_output bytea,
+            iteration_counters bytea,
+            interrupt_reason text,
+            interrupt_context bytea,
+            agent_path text,
+            parent_checkpoint_id text,
+            next_node_id text,
+            created_at timestamptz NOT NULL
+        )""",
+        "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON {schema}.checkpoints (execution_id, seq)",
+        """CREATE TABLE {schema}.pending_interrupts (
+            execution_id text PRIMARY KEY,
+            checkpoint_id text NOT NULL,
+            node_id text NOT NULL,
+            agent_path text,
+            reason text NOT NULL,
+            context bytea,
+            created_at timestamptz NOT NULL,
+            claimed_by text,
+            claim_expires_at timestamptz,
+            resume_value bytea
+        )""",
+        """CREATE TABLE {schema}.idempotency_cache (
+            execution_id text NOT NULL,
+            key text NOT NULL,
+            value bytea,
+            created_at timestamptz NOT NULL,
+            PRIMARY KEY (execution_id, key)
+        )""",
+    ),
+}
+
+LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(%s)"
+SELECT_SCHEMA_EXISTS: Final = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+CREATE_SCHEMA: Final = "CREATE SCHEMA {schema}"
+CREATE_SCHEMA_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS {schema}.tether_schema "
+    "(version integer NOT NULL, applied_at timestamptz NOT NULL)"
+)
+SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM {schema}.tether_schema"
+INSERT_SCHEMA_VERSION: Final = (
+    "INSERT INTO {schema}.tether_schema (version, applied_at) VALUES (%s, now())"
+)
+
+INSERT_RUN: Final = (
+    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, now(), now(), NULL) "
+    "RETURNING created_at"
+)
+SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
+_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
+_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
+SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
+SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
+SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
+SELECT_RUNS_BY_STATUS_NAME: Final = (
+    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
+)
+UPDATE_RUN_STATUS: Final = (
+    "UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
+    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
+    "WHERE execution_id = %s"
+)
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
+    f"VALUES ({', '.join(['%s'] * 18)}, now()) RETURNING created_at"
+)
+_SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM {{schema}}.checkpoints"
+_PATH_FILTER: Final = " AND (agent_path = %s OR starts_with(agent_path, %s))"
+SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"
+SELECT_LAST_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s ORDER BY seq DESC LIMIT 1"
+)
+SELECT_LAST_PATH: Final = (
+    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
+)
+SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = %s AND checkpoint_id = %s"
+SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq"
+SELECT_STATE_CHAIN: Final = (
+    "SELECT seq, state_kind, state FROM {schema}.checkpoints "
+    "WHERE execution_id = %s AND seq >= %s AND seq <= %s ORDER BY seq"
+)
+INSERT_PENDING: Final = (
+    f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
+    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
+)
+DELETE_PENDING_OF: Final = (
+    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"
+)
+DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s"
+SELECT_PENDING: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
+)
+SELECT_PENDING_ALL: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
+    "ORDER BY created_at, execution_id LIMIT %s"
+)
+# The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
+# on the row lock re-evaluates the WHERE on the winner's version of the row and matches
+# nothing, so exactly one caller gets the row back. The run turns "running" in the same
+# statement.
+CLAIM_PENDING: Final = (
+    "WITH claimed AS ("
+    "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
+    "claim_expires_at = now() + %(lease)s * interval '1 second', "
+    "resume_value = COALESCE(resume_value, %(value)s::bytea) "
+    "WHERE execution_id = %(eid)s "
+    "AND (claimed_by IS NULL OR claim_expires_at < now() OR claimed_by = %(steal)s::text) "
+    "AND ((%(value)s::bytea IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
+    "     OR (%(value)s::bytea IS NULL AND resume_value IS NOT NULL)) "
+    f"RETURNING {_codec.PENDING_COLUMNS}), "
+    "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
+    "updated_at = now(), finished_at = NULL "
+    "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
+    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+)
+RENEW_CLAIM: Final = (
+    "UPDATE {schema}.pending_interrupts "
+    "SET claim_expires_at = now() + %s * interval '1 second' "
+    "WHERE execution_id = %s AND claimed_by = %s"
+)
+RELEASE_CLAIM: Final = (
+    "WITH released AS ("
+    "UPDATE {schema}.pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
+    "WHERE execution_id = %s AND claimed_by = %s RETURNING execution_id), "
+    "paused AS (UPDATE {schema}.runs SET status = 'paused', error = NULL, "
+    "updated_at = now(), finished_at = NULL "
+    "WHERE execution_id IN (SELECT execution_id FROM released)) "
+    "SELECT count(*) FROM released"
+)
+ANSWER_PENDING: Final = (
+    "UPDATE {schema}.pending_interrupts SET resume_value = %s "
+    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL"
+)
+SELECT_IDEMPOTENT: Final = (
+    "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"
+)
+INSERT_IDEMPOTENT: Final = (
+    "INSERT INTO {schema}.idempotency_cache (execution_id, key, value, created_at) "
+    "VALUES (%s, %s, %s, now()) ON CONFLICT (execution_id, key) DO NOTHING"
+)
+SELECT_IDEMPOTENT_ALL: Final = (
+    "SELECT key, value FROM {schema}.idempotency_cache WHERE execution_id = %s "
+    "ORDER BY created_at, key"
+)
+SELECT_PRUNABLE: Final = (
+    "SELECT execution_id FROM {schema}.runs "
+    "WHERE status IN ('completed', 'failed') AND finished_at < %s ORDER BY finished_at"
+)
+# Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
+LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"
+COUNT_CHECKPOINTS_OF: Final = (
+    "SELECT count(*) FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
+)
+COUNT_IDEMPOTENT_OF: Final = (
+    "SELECT count(*) FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
+)
+DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
+DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
+DELETE_PENDING_OF_RUNS: Final = (
+    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = ANY(%s)"
+)
+DELETE_RUNS: Final = "DELETE FROM {schema}.runs WHERE execution_id = ANY(%s)"
+
+_NO_SEQ: Final = 2**62  # "below any seq" for SELECT_LAST_PATH without before_seq
+_MAX_IDENTIFIER_BYTES: Final = 63  # PostgreSQL's NAMEDATALEN - 1
+
+
+def _target(conninfo: str) -> str:
+    """The server as a URL without the password, for messages and ``repr``."""
+    info = conninfo_to_dict(conninfo)
+    user = info.get("user")
+    host = info.get("host") or "localhost"
+    port = info.get("port")
+    where = f"{host}:{port}" if port else str(host)
+    return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
+
+
+class PostgresCheckpointer:
+    """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
+
+    Args:
+        dsn_or_pool: a libpq connection string or URL
+            (``postgresql://user:password@host:5432/dbname``; percent-encode special
+            characters in the password), or a ``psycopg_pool.ConnectionPool`` you own: it
+            serves the sync methods and is never closed here, and the async pools connect
+            with its ``conninfo`` and ``kwargs``.
+        schema: the schema holding tether's tables; created by :meth:`setup` if missing.
+        min_size: connections each pool keeps open.
+        max_size: the most connections each pool opens (one sync pool, plus one async pool per
+            event loop in use).
+        timeout_seconds: how long an operation waits for a free connection (or for the
+            server to accept one) before :class:`~tether.errors.StoreUnavailableError`.
+        connect_timeout_seconds: libpq's ``connect_timeout`` for each new connection, unless
+            the DSN sets one.
+        **connect_kwargs: further libpq / psycopg connection parameters (``sslmode``,
+            ``application_name``...), overriding the DSN.
+
+    The schema is created or migrated on first use (or by calling :meth:`setup`). Every
+    method raises :class:`~tether.errors.StoreError` subclasses, never driver errors:
+    :class:`~tether.errors.StoreUnavailableError` when the server cannot be reached or a
+    connection is lost mid-operation (the message names the server and backend pid),
+    :class:`~tether.errors.ConcurrentWriteError` when another writer won,
+    :class:`~tether.errors.SchemaVersionError` when the schema is newer than this tether,
+    :class:`~tether.errors.CorruptRecordError` when tables or rows are not what tether wrote.
+
+    Raises:
+        ConfigurationError: a malformed DSN, schema name or pool size.
+    """
+
+    def __init__(
+        self,
+        dsn_or_pool: str | ConnectionPool[Any],
+        *,
+        schema: str = "tether",
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout_seconds: float = 30.0,
+        connect_timeout_seconds: float = 10.0,
+        **connect_kwargs: Any,
+    ) -> None:
+        if (
+            not isinstance(schema, str)
+            or not schema
+            or "\x00" in schema
+            or len(schema.encode()) > _MAX_IDENTIFIER_BYTES
+        ):
+            raise ConfigurationError(
+                f"schema must be a non-empty name of at most 63 bytes, got {schema!r}"
+            )
+        if min_size < 0 or max_size < max(1, min_size):
+            raise ConfigurationError(
+                f"need 0 <= min_size <= max_size and max_size >= 1, got {min_size}, {max_size}"
+            )
+        pool: ConnectionPool[Any] | None = None
+        if isinstance(dsn_or_pool, ConnectionPool):
+            pool = dsn_or_pool
+            if not isinstance(pool.conninfo, str) or callable(pool.kwargs):
+                raise ConfigurationError(
+                    "a ConnectionPool passed in needs a str conninfo and a dict of kwargs"
+                )
+            conninfo = pool.conninfo
+            kwargs: dict[str, Any] = {**(pool.kwargs or {}), "autocommit": True}
+        elif isinstance(dsn_or_pool, str):
+            conninfo = dsn_or_pool
+            kwargs = {"autocommit": True, "fallback_application_name": "tether"}
+        else:
+            raise ConfigurationError(
+                f"dsn_or_pool must be a connection string or a psycopg_pool.ConnectionPool, "
+                f"got {type(dsn_or_pool).__name__}"
+            )
+        try:
+            target = _target(conninfo)
+            given = conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            raise ConfigurationError(f"not a PostgreSQL connection string: {exc}") from exc
+        if "connect_timeout" not in given and "connect_timeout" not in connect_kwargs:
+            kwargs["connect_timeout"] = max(2, math.ceil(connect_timeout_seconds))
+        kwargs["client_encoding"] = "utf8"
+        kwargs.update(connect_kwargs)
+        self.schema = schema
+        self.timeout_seconds = timeout_seconds
+        self._target = target
+        self._heads = _codec.HeadCache()
+        self._rendered: dict[str, bytes] = {}
+        digest = hashlib.sha256(f"tether-migrations:{schema}".encode()).digest()
+        self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
+        self._db = Database(
+            conninfo,
+            kwargs,
+            sync_pool=pool,
+            min_size=min_size,
+            max_size=max_size,
+            timeout_seconds=timeout_seconds,
+            target=target,
+            name=f"tether-{schema}",
+            setup=self._setup_plan,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresCheckpointer:
+        """Open the store a ``postgresql://`` URL names.
+
+        Args:
+            url: ``postgresql://user:password@host:port/dbname`` (also ``postgres://`` and
+                ``postgresql+psycopg://``); a ``schema`` query parameter picks the schema and
+                other query parameters go to libpq (``?sslmode=require``).
+            **options: constructor keyword arguments.
+
+        Raises:
+            ConfigurationError: not a Postgres URL, or two different schemas asked for.
+        """
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
+            raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        schemas = {v for k, v in query if k == "schema"}
+        if "schema" in options:
+            schemas.add(options["schema"])
+        if len(schemas) > 1:
+            raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
+        if schemas:
+            options["schema"] = schemas.pop()
+        rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
+        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
+        return cls(dsn, **options)
+
+    def __repr__(self) -> str:
+        return f"PostgresCheckpointer({self._target!r}, schema={self.schema!r})"
+
+    def _q(self, template: str) -> bytes:
+        query = self._rendered.get(template)
+        if query is None:
+            query = SQL(template).format(schema=Identifier(self.schema)).as_bytes(None)
+            self._rendered[template] = query
+        return query
+
+    # --- schema and pools -----------------------------------------------------------------
+    def _setup_plan(self) -> Plan[None]:
+        yield self._q(LOCK_MIGRATIONS), (self._lock_key,)
+        if (yield self._q(SELECT_SCHEMA_EXISTS), (self.schema,)).one() is None:
+            yield self._q(CREATE_SCHEMA), None
+        yield self._q(CREATE_SCHEMA_TABLE), None
+        found = (yield self._q(SELECT_SCHEMA_VERSION), None).rows[0][0] or 0
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"schema {self.schema!r} on {self._target} holds tether schema version "
+                f"{found}, newer than the {SCHEMA_VERSION} this tether supports; upgrade "
+                "tether to open it",
+                found=found,
+                supported=SCHEMA_VERSION,
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                yield self._q(statement), None
+            yield self._q(INSERT_SCHEMA_VERSION), (version,)
+
+    def setup(self) -> None:
+        """Create the schema or migrate it forward; refuse a newer one.
+
+        Safe when many processes call it at once: the migration transaction holds a
+        transaction-scoped advisory lock. Runs by itself on first use; call it to fail early.
+
+        Raises:
+            SchemaVersionError: the schema records a version newer than this tether's.
+            StoreUnavailableError: the server cannot be reached.
+        """
+        self._db.setup()
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        await self._db.asetup()
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the database."""
+        row = self._db.run("schema_version", self._one(SELECT_SCHEMA_VERSION, None))
+        return int(row[0] or 0) if row else 0
+
+    def close(self) -> None:
+        """Close the pools this checkpointer opened (a pool passed in stays open). A later
+        call opens them again."""
+        self._db.close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`: awaits the running event loop's pool."""
+        await self._db.aclose()
+
+    def pool_stats(self) -> dict[str, int]:
+        """Connection use: ``sync_in_use`` / ``async_in_use`` (checked out now),
+        ``sync_max_in_use`` / ``async_max_in_use`` (most at once since opening) and
+        ``async_pools`` (event loops with a pool)."""
+        return self._db.stats()
+
+    # --- small plans ----------------------------------------------------------------------
+    def _one(self, template: str, params: Any) -> Plan[tuple[Any, ...] | None]:
+        return (yield self._q(template), params).one()
+
+    def _all(self, template: str, params: Any) -> Plan[builtins.list[tuple[Any, ...]]]:
+        return (yield self._q(template), params).rows
+
+    def _count(self, template: str, params: Any) -> Plan[int]:
+        return (yield self._q(template), params).rowcount
+
+    # --- runs -----------------------------------------------------------------------------
+    def _create_run_plan(self, run: RunRecord) -> Plan[RunRecord]:
+        params = (
+            run.execution_id,
+            run.runner_name,
+            run.runner_kind,
+            run.status,
+            _codec.dump_json(run.input, "input"),
+            run.parent_execution_id,
+            run.parent_checkpoint_id,
+            run.owner,
+        )
+        try:
+            res: Result = yield self._q(INSERT_RUN), params
+        except pg_errors.UniqueViolation as exc:
+            raise ConfigurationError(
+                f"a run with execution_id {run.execution_id!r} already exists; resume or "
+                "fork it instead",
+                execution_id=run.execution_id,
+            ) from exc
+        run.created_at = run.updated_at = _codec.ts_to_dt(res.rows[0][0])
+        return run
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        """Insert a new run.
+
+        Raises:
+            ConfigurationError: a run with this execution_id already exists.
+        """
+        out = self._db.run("create_run", self._create_run_plan(run), execution_id=run.execution_id)
+        self._heads.drop(run.execution_id)
+        return out
+
+    async def acreate_run(self, run: RunRecord) -> RunRecord:
+        out = await self._db.arun(
+            "create_run", self._create_run_plan(run), execution_id=run.execution_id
+        )
+        self._heads.drop(run.execution_id)
+        return out
+
+    def get_run(self, execution_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        row = self._db.run("get_run", self._one(SELECT_RUN, (execution_id,)))
+        return None if row is None else _codec.run_from_row(row)
+
+    async def aget_run(self, execution_id: str) -> RunRecord | None:
+        row = await self._db.arun("get_run", self._one(SELECT_RUN, (execution_id,)))
+        return None if row is None else _codec.run_from_row(row)
+
+    def list_runs(
+        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
+    ) -> builtins.list[RunRecord]:
+        """Runs, newest first, optionally filtered by status and runner name."""
+        params: tuple[Any, ...]
+        if status is not None and runner_name is not None:
+            template, params = SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
+        elif status is not None:
+            template, params = SELECT_RUNS_BY_STATUS, (status, limit)
+        elif runner_name is not None:
+            template, params = SELECT_RUNS_BY_NAME, (runner_name, limit)
+        else:
+            template, params = SELECT_RUNS, (limit,)
+        rows = self._db.run("list_runs", self._all(template, params))
+        return [_codec.run_from_row(r) for r in rows]
+
+    def _status_plan(self, execution_id: str, status: str, error: str | None) -> Plan[int]:
+        return (yield from self._count(UPDATE_RUN_STATUS, (status, error, status, execution_id)))
+
+    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+        """Record a status change that comes with no checkpoint."""
+        self._db.run(
+            "set_run_status",
+            self._status_plan(execution_id, status, error),
+            execution_id=execution_id,
+        )
+
+    async def aset_run_status(
+        self, execution_id: str, status: str, *, error: str | None = None
+    ) -> None:
+        await self._db.arun(
+            "set_run_status",
+            self._status_plan(execution_id, status, error),
+            execution_id=execution_id,
+        )
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def _raw_state_plan(self, row: tuple[Any, ...]) -> Plan[dict[str, Any]]:
+        if row[7] == "full":
+            return _codec.apply_row({}, "full", row[8])
+        chain = yield self._q(SELECT_STATE_CHAIN), (row[1], row[9], row[2])
+        return _codec.replay_state(chain.rows)
+
+    def _head_plan(self, execution_id: str) -> Plan[_codec.Head | None]:
+        head = self._heads.get(execution_id)
+        if head is not None:
+            return head
+        row = (yield self._q(SELECT_LAST), (execution_id,)).one()
+        if row is None:
+            return None
+        raw = yield from self._raw_state_plan(row)
+        return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
+
+    def _insert_plan(self, cp: Checkpoint, *, force_full: bool = False) -> Plan[_codec.Head]:
+        keys = _codec.encode_keys(cp.state_snapshot)
+        node_input = _codec.dump_json(cp.node_input, "node_input")
+        node_output = _codec.dump_json(cp.node_output, "node_output")
+        counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
+        context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
+        head = yield from self._head_plan(cp.execution_id)
+        kind, payload, new_head = _codec.encode_state(head, keys, force_full=force_full)
+        cp.seq = new_head.seq
+        cp.checkpoint_id = cp.checkpoint_id or new_id()
+        params = (
+            cp.checkpoint_id,
+            cp.execution_id,
+            cp.seq,
+            cp.node_id,
+            cp.node_index,
+            cp.step_type,
+            cp.status,
+            kind,
+            payload,
+            new_head.base_seq,
+            node_input,
+            node_output,
+            counters,
+            cp.interrupt_reason,
+            context,
+            cp.agent_path,
+            cp.parent_checkpoint_id,
+            cp.next_node_id,
+        )
+        try:
+            res: Result = yield self._q(INSERT_CHECKPOINT), params
+        except pg_errors.UniqueViolation as exc:
+            self._heads.drop(cp.execution_id)
+            what = (
+                f"step {cp.seq}"
+                if exc.diag.constraint_name == "checkpoints_run_seq_idx"
+                else f"a checkpoint with id {cp.checkpoint_id!r}"
+            )
+            raise ConcurrentWriteError(
+                f"another writer appended {what} of run {cp.execution_id!r} first",
+                execution_id=cp.execution_id,
+                node_id=cp.node_id,
+            ) from exc
+        cp.created_at = _codec.ts_to_dt(res.rows[0][0])
+        return new_head
+
+    def _release_plan(self, execution_id: str, owner: str) -> Plan[None]:
+        if (yield self._q(DELETE_PENDING_OF), (execution_id, owner)).rowcount != 1:
+            self._heads.drop(execution_id)
+            raise ConcurrentWriteError(
+                f"the claim on run {execution_id!r}'s interrupt was taken over by another "
+                "resumer; this process must stop",
+                execution_id=execution_id,
+            )
+
+    def _put_plan(
+        self,
+        cp: Checkpoint,
+        run_status: str | None,
+        error: str | None,
+        release_claim_of: str | None,
+        force_full: bool,
+    ) -> Plan[_codec.Head]:
+        if release_claim_of is not None:
+            yield from self._release_plan(cp.execution_id, release_claim_of)
+        head = yield from self._insert_plan(cp, force_full=force_full)
+        if run_status is not None:
+            yield self._q(UPDATE_RUN_STATUS), (run_status, error, run_status, cp.execution_id)
+        return head
+
+    def put(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        force_full: bool = False,
+    ) -> Checkpoint:
+        """Append a checkpoint in one transaction, assigning ``seq``, ``checkpoint_id`` and
+        ``created_at`` (see :meth:`tether.store.base.Checkpointer.put`).
+
+        Args:
+            checkpoint: the record; its ``state_snapshot`` is the full state.
+            run_status: also set the run's status (``completed``/``failed`` stamp
+                ``finished_at``).
+            error: the run's error text, with ``run_status="failed"``.
+            release_claim_of: the claimer whose pending interrupt this step answers; its
+                pending row is deleted in the same transaction.
+            force_full: store a full snapshot rather than a delta.
+
+        Raises:
+            ConcurrentWriteError: another writer appended this step first, or the claim was
+                taken over.
+            SerializationError: the state holds a value JSON cannot store (nothing written).
+        """
+        plan = self._put_plan(checkpoint, run_status, error, release_claim_of, force_full)
+        eid = checkpoint.execution_id
+        self._heads.set(eid, self._db.run("put", plan, write=True, execution_id=eid))
+        return checkpoint
+
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: str | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        force_full: bool = False,
+    ) -> Checkpoint:
+        plan = self._put_plan(checkpoint, run_status, error, release_claim_of, force_full)
+        eid = checkpoint.execution_id
+        self._heads.set(eid, await self._db.arun("put", plan, write=True, execution_id=eid))
+        return checkpoint
+
+    def _interrupt_plan(
+        self, cp: Checkpoint, release_claim_of: str | None
+    ) -> Plan[tuple[PendingInterrupt, _codec.Head]]:
+        pending_context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
+        if release_claim_of is not None:
+            yield from self._release_plan(cp.execution_id, release_claim_of)
+        else:
+            yield self._q(DELETE_PENDING), (cp.execution_id,)
+        head = yield from self._insert_plan(cp)
+        params = (
+            cp.execution_id,
+            cp.checkpoint_id,
+            cp.node_id,
+            cp.agent_path,
+            cp.interrupt_reason or "",
+            pending_context,
+        )
+        created = (yield self._q(INSERT_PENDING), params).rows[0][0]
+        yield self._q(UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
+        pending = PendingInterrupt(
+            execution_id=cp.execution_id,
+            checkpoint_id=cp.checkpoint_id,
+            node_id=cp.node_id,
+            reason=cp.interrupt_reason or "",
+            context=cp.interrupt_context,
+            agent_path=cp.agent_path,
+            created_at=_codec.ts_to_dt(created),
+        )
+        return pending, head
+
+    def record_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt:
+        """Write an ``interrupted`` checkpoint and its pending-interrupt row in one
+        transaction and mark the run ``paused``.
+
+        Raises:
+            ConcurrentWriteError: as :meth:`put`.
+        """
+        eid = checkpoint.execution_id
+        plan = self._interrupt_plan(checkpoint, release_claim_of)
+        pending, head = self._db.run("record_interrupt", plan, write=True, execution_id=eid)
+        self._heads.set(eid, head)
+        return pending
+
+    async def arecord_interrupt(
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+    ) -> PendingInterrupt:
+        eid = checkpoint.execution_id
+        plan = self._interrupt_plan(checkpoint, release_claim_of)
+        pending, head = await self._db.arun("record_interrupt", plan, write=True, execution_id=eid)
+        self._heads.set(eid, head)
+        return pending
+
+    def _last_plan(
+        self, execution_id: str, before_seq: int | None, agent_path_prefix: str | None
+    ) -> Plan[tuple[Checkpoint | None, _codec.Head | None]]:
+        if agent_path_prefix is not None:
+            path = agent_path_prefix.rstrip("/")
+            seq = before_seq if before_seq is not None else _NO_SEQ
+            row = yield from self._one(SELECT_LAST_PATH, (execution_id, seq, path, path + "/"))
+        elif before_seq is not None:
+            row = yield from self._one(SELECT_LAST_BEFORE, (execution_id, before_seq))
+        else:
+            row = yield from self._one(SELECT_LAST, (execution_id,))
+        if row is None:
+            return None, None
+        raw = yield from self._raw_state_plan(row)
+        cp = _codec.checkpoint_from_row(row, _codec.decode_state(raw))
+        if agent_path_prefix is not None or before_seq is not None:
+            return cp, None
+        # Whoever reads a run's newest row is about to continue it: refresh the writer's
+        # head, which another process may have moved on.
+        return cp, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
+
+    def get_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None:
+        """The highest-seq checkpoint (below ``before_seq``, under ``agent_path_prefix``, if
+        given) with its full state; ``None`` if there is none."""
+        cp, head = self._db.run(
+            "get_last", self._last_plan(execution_id, before_seq, agent_path_prefix)
+        )
+        if head is not None:
+            self._heads.set(execution_id, head)
+        return cp
+
+    async def aget_last(
+        self,
+        execution_id: str,
+        *,
+        before_seq: int | None = None,
+        agent_path_prefix: str | None = None,
+    ) -> Checkpoint | None:
+        cp, head = await self._db.arun(
+            "get_last", self._last_plan(execution_id, before_seq, agent_path_prefix)
+        )
+        if head is not None:
+            self._heads.set(execution_id, head)
+        return cp
+
+    def _checkpoint_plan(self, execution_id: str, checkpoint_id: str) -> Plan[Checkpoint | None]:
+        row = yield from self._one(SELECT_BY_ID, (execution_id, checkpoint_id))
+        if row is None:
+            return None
+        raw = yield from self._raw_state_plan(row)
+        return _codec.checkpoint_from_row(row, _codec.decode_state(raw))
+
+    def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+        """One checkpoint of the run by id, with its full state; ``None`` if absent."""
+        return self._db.run("get_checkpoint", self._checkpoint_plan(execution_id, checkpoint_id))
+
+    async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+        return await self._db.arun(
+            "get_checkpoint", self._checkpoint_plan(execution_id, checkpoint_id)
+        )
+
+    def list(
+        self, execution_id: str, *, agent_path_prefix: str | None = None
+    ) -> builtins.list[Checkpoint]:
+        """Every checkpoint of the run in seq order, each with its full state, optionally
+        only those written under ``agent_path_prefix``."""
+        rows = self._db.run("list", self._all(SELECT_ALL, (execution_id,)))
+        out: builtins.list[Checkpoint] = []
+        raw: dict[str, Any] = {}
+        prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
+        for row in rows:
+            raw = _codec.apply_row(raw, row[7], row[8])
+            path = row[15]
+            if prefix is not None and not (
+                path == prefix or (path is not None and path.startswith(prefix + "/"))
+            ):
+                continue
+            out.append(_codec.checkpoint_from_row(row, _codec.decode_state(raw)))
+        return out
+
+    # --- pending interrupts ---------------------------------------------------------------
+    def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
+        """The run's pending interrupt, claimed or not; ``None`` if it has none."""
+        row = self._db.run("get_pending_interrupt", self._one(SELECT_PENDING, (execution_id,)))
+        return None if row is None else _codec.pending_from_row(row)
+
+    async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
+        row = await self._db.arun(
+            "get_pending_interrupt", self._one(SELECT_PENDING, (execution_id,))
+        )
+        return None if row is None else _codec.pending_from_row(row)
+
+    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
+        """Pending interrupts, oldest first."""
+        rows = self._db.run("list_pending_interrupts", self._all(SELECT_PENDING_ALL, (limit,)))
+        return [_codec.pending_from_row(r) for r in rows]
+
+    def _claim_plan(
+        self,
+        execution_id: str,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None,
+    ) -> Plan[PendingInterrupt | None]:
+        params = {
+            "owner": owner,
+            "lease": float(lease_seconds),
+            "value": _codec.dump_json(resume_value, "resume_value"),
+            "eid": execution_id,
+            "steal": steal_from,
+        }
+        row = yield from self._one(CLAIM_PENDING, params)
+        return None if row is None else _codec.pending_from_row(row)
+
+    def claim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None:
+        """Atomically claim the run's pending interrupt: one statement, exactly one of any
+        number of concurrent callers (processes, machines) wins.
+
+        Args:
+            execution_id: the paused run.
+            owner: the claimer's id (``host:pid:nonce``).
+            resume_value: the answer to store; ``None`` to pick up an answer already stored
+                whose claimer died (lease lapsed, or ``steal_from`` names it).
+            lease_seconds: how long the claim holds without renewal (database clock).
+            steal_from: a claimer known to be dead.
+
+        Returns:
+            The claimed row with the stored answer, or ``None`` if the caller lost. The run is
+            marked ``running`` in the same statement.
+        """
+        plan = self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal_from)
+        return self._db.run("claim_interrupt", plan, execution_id=execution_id)
+
+    async def aclaim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        resume_value: dict[str, Any] | None,
+        lease_seconds: float,
+        steal_from: str | None = None,
+    ) -> PendingInterrupt | None:
+        plan = self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal_from)
+        return await self._db.arun("claim_interrupt", plan, execution_id=execution_id)
+
+    delete_pending_interrupt_atomic = claim_interrupt
+    """The contract's name for :meth:`claim_interrupt` (DESIGN section 7)."""
+
+    def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
+        """Extend a claim this owner holds; ``False`` if it no longer holds it."""
+        plan = self._count(RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
+        return self._db.run("renew_claim", plan, execution_id=execution_id) == 1
+
+    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
+        plan = self._count(RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
+        return await self._db.arun("renew_claim", plan, execution_id=execution_id) == 1
+
+    def release_claim(self, execution_id: str, *, owner: str) -> bool:
+        """Give a claim back, keeping the stored answer; the run turns ``paused`` again.
+        ``False`` if this owner held no claim."""
+        row = self._db.run(
+            "release_claim",
+            self._one(RELEASE_CLAIM, (execution_id, owner)),
+            execution_id=execution_id,
+        )
+        return bool(row and row[0] == 1)
+
+    async def arelease_claim(self, execution_id: str, *, owner: str) -> bool:
+        row = await self._db.arun(
+            "release_claim",
+            self._one(RELEASE_CLAIM, (execution_id, owner)),
+            execution_id=execution_id,
+        )
+        return bool(row and row[0] == 1)
+
+    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+        """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
+        claimed."""
+        value = _codec.dump_json(resume_value, "resume_value")
+        plan = self._count(ANSWER_PENDING, (value, execution_id))
+        return self._db.run("answer_interrupt", plan, execution_id=execution_id) == 1
+
+    # --- idempotency ----------------------------------------------------------------------
+    def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` on a hit (a cached ``None`` is a hit), else ``(False, None)``."""
+        row = self._db.run("get_idempotent", self._one(SELECT_IDEMPOTENT, (execution_id, key)))
+        return (False, None) if row is None else (True, _codec.load_json(row[0]))
+
+    async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
+        row = await self._db.arun(
+            "get_idempotent", self._one(SELECT_IDEMPOTENT, (execution_id, key))
+        )
+        return (False, None) if row is None else (True, _codec.load_json(row[0]))
+
+    def _put_idempotent_plan(self, execution_id: str, key: str, value: Any) -> Plan[Any]:
+        data = _codec.dump_json(value, "result")
+        yield self._q(INSERT_IDEMPOTENT), (execution_id, key, data)
+        # A second statement sees a row another writer committed first (READ COMMITTED).
+        row = yield from self._one(SELECT_IDEMPOTENT, (execution_id, key))
+        return None if row is None else _codec.load_json(row[0])
+
+    def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
+        """Cache a result; if another writer cached this key first, keep and return theirs.
+
+        Raises:
+            SerializationError: the value cannot be stored as JSON.
+        """
+        plan = self._put_idempotent_plan(execution_id, key, value)
+        return self._db.run("put_idempotent", plan, write=True, execution_id=execution_id)
+
+    async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
+        plan = self._put_idempotent_plan(execution_id, key, value)
+        return await self._db.arun("put_idempotent", plan, write=True, execution_id=execution_id)
+
+    def list_idempotent(self, execution_id: str) -> dict[str, Any]:
+        """The run's whole idempotency cache, ``{key: value}``."""
+        rows = self._db.run("list_idempotent", self._all(SELECT_IDEMPOTENT_ALL, (execution_id,)))
+        return {k: _codec.load_json(v) for k, v in rows}
+
+    # --- maintenance ----------------------------------------------------------------------
+    def _prune_plan(self, cutoff: _dt.datetime, dry_run: bool) -> Plan[PruneResult]:
+        rows = yield from self._all(SELECT_PRUNABLE if dry_run else LOCK_PRUNABLE, (cutoff,))
+        ids = [r[0] for r in rows]
+        result = PruneResult(runs=len(ids), execution_ids=ids)
+        if not ids:
+            return result
+        if dry_run:
+            result.checkpoints = (yield self._q(COUNT_CHECKPOINTS_OF), (ids,)).rows[0][0]
+            result.idempotency = (yield self._q(COUNT_IDEMPOTENT_OF), (ids,)).rows[0][0]
+            return result
+        result.checkpoints = yield from self._count(DELETE_CHECKPOINTS_OF, (ids,))
+        result.idempotency = yield from self._count(DELETE_IDEMPOTENT_OF, (ids,))
+        yield self._q(DELETE_PENDING_OF_RUNS), (ids,)
+        yield self._q(DELETE_RUNS), (ids,)
+        return result
+
+    def prune(
+        self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False
+    ) -> PruneResult:
+        """Delete finished (completed or failed) runs whose end is older than the cutoff,
+        whole: run row, checkpoints, idempotency cache. Never touches a paused or running
+        run, nor a failed run resumed while pruning (its row is locked and re-checked).
+
+        Args:
+            older_than: an age (``timedelta``, from this machine's clock) or an absolute UTC
+                cutoff (aware ``datetime``).
+            dry_run: count what would go, delete nothing.
+
+        Returns:
+            Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
+
+        Raises:
+            ConfigurationError: a naive datetime or another type of cutoff.
+        """
+        cutoff = _dt.datetime.fromtimestamp(_codec.prune_cutoff(older_than, time.time()), _dt.UTC)
+        result = self._db.run("prune", self._prune_plan(cutoff, dry_run), write=True)
+        if not dry_run:
+            for eid in result.execution_ids:
+                self._heads.drop(eid)
+        return result
