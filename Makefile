@@ -16,7 +16,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/python examples/refunds/demo.py
 
-test: $(STAMP)
+# The web page tests drive Debian's chromium through Playwright (never `playwright install`).
+$(VENV)/.chromium: | $(BIN)/python
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+	touch $@
+
+test: $(STAMP) $(VENV)/.chromium
 	$(BIN)/python -m pytest -q
 
 test-faults: $(STAMP)

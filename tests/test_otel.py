@@ -186,3 +186,17 @@ def test_import_tether_otel_is_explicit_and_tether_alone_imports_no_opentelemetr
     code = "import sys, tether; print('opentelemetry' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_web_timeline_shows_the_trace_id_of_each_row(store, spans):
+    from starlette.testclient import TestClient
+
+    from tether.web import create_app
+
+    eid = orders_chain(store).run({"order_id": "A-1", "amount": 50}).execution_id
+    (run,) = by_name(spans)["tether.run orders"]
+    with TestClient(create_app(store, no_auth=True)) as client:
+        shown = client.get(f"/api/runs/{eid}").json()
+        assert {row["trace_id"] for row in shown["checkpoints"]} == {trace_hex(run)}
+        page = client.get(f"/runs/{eid}").text
+        assert page.count(trace_hex(run)) == len(shown["checkpoints"])
