@@ -284,3 +284,21 @@ def test_two_concurrent_approvals_against_the_real_server_one_wins_one_gets_409(
             assert [cp.node_id for cp in store.list(eid)].count("notify") == 1
     finally:
         stop_server(server)
+
+
+def test_sessions_are_signed_and_expire():
+    import time as _time
+
+    from tether.web._auth import SESSION_MAX_AGE_SECONDS, Sessions
+
+    sessions = Sessions("tok")
+    session, cookie = sessions.new(authenticated=True)
+    assert sessions.load(cookie) == session
+    nonce, flag, issued, sig = cookie.split(".")
+    assert sessions.load(f"{nonce}.1.{issued}.{'0' * len(sig)}") is None
+    assert Sessions("other").load(cookie) is None  # a new token logs everyone out
+    old = str(int(_time.time()) - SESSION_MAX_AGE_SECONDS - 5)
+    body = f"{nonce}.{flag}.{old}"
+    assert sessions.load(f"{body}.{sessions._sign(body)}") is None
+    assert sessions.csrf_ok(session, sessions.csrf_token(session))
+    assert not sessions.csrf_ok(session, "")

@@ -8,8 +8,9 @@
   signed session; each form carries that session's CSRF token in a hidden field, and a post
   without the matching token is refused (403).
 
-Sessions are stateless: ``<nonce>.<authenticated 0|1>.<HMAC>``. The key derives from the token,
-so changing ``TETHER_UI_TOKEN`` logs everyone out; under ``--no-auth`` it is random per process.
+Sessions are stateless: ``<nonce>.<authenticated 0|1>.<issued, unix seconds>.<HMAC>``, refused
+once older than :data:`SESSION_MAX_AGE_SECONDS`. The key derives from the token, so changing
+``TETHER_UI_TOKEN`` logs everyone out; under ``--no-auth`` it is random per process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
+import time
 from dataclasses import dataclass
 
 __all__ = ["SESSION_COOKIE", "Session", "Sessions", "is_loopback"]
@@ -69,7 +71,7 @@ class Sessions:
     def new(self, *, authenticated: bool) -> tuple[Session, str]:
         """A fresh session and its cookie value."""
         session = Session(secrets.token_hex(16), authenticated or not self.required)
-        body = f"{session.nonce}.{int(session.authenticated)}"
+        body = f"{session.nonce}.{int(session.authenticated)}.{int(time.time())}"
         return session, f"{body}.{self._sign(body)}"
 
     def load(self, cookie: str | None) -> Session | None:
@@ -77,12 +79,14 @@ class Sessions:
         if not cookie:
             return None
         body, _, signature = cookie.rpartition(".")
-        nonce, _, flag = body.partition(".")
-        if not nonce or flag not in ("0", "1"):
+        parts = body.split(".")
+        if len(parts) != 3 or parts[1] not in ("0", "1") or not parts[2].isdigit():
             return None
         if not hmac.compare_digest(signature, self._sign(body)):
             return None
-        return Session(nonce, flag == "1" or not self.required)
+        if time.time() - int(parts[2]) > SESSION_MAX_AGE_SECONDS:
+            return None
+        return Session(parts[0], parts[1] == "1" or not self.required)
 
     def csrf_token(self, session: Session) -> str:
         """The CSRF token every form of this session must carry."""
