@@ -1,0 +1,256 @@
+"""Server faults, on a throwaway cluster these tests start themselves (never the shared
+server): the server stops in the middle of a step's transaction, restarts, kills pooled
+connections; passwords are really checked (scram), so a percent-encoded one is proved to
+reach the server intact."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+import tether
+from tests.conftest import IN_CI
+from tests.store.pg_cluster import Cluster, find_bindir
+from tether import Chain
+from tether.errors import StoreUnavailableError
+from tether.store.base import RunRecord
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    bindir = find_bindir()
+    if bindir is None:
+        reason = "PostgreSQL server binaries (initdb, pg_ctl) not found"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    c = Cluster(bindir)
+    try:
+        c.init()
+        c.start()
+    except Exception as exc:
+        c.destroy()
+        if IN_CI:
+            raise
+        pytest.skip(f"cannot start a throwaway PostgreSQL cluster: {exc}")
+    yield c
+    c.destroy()
+
+
+@pytest.fixture
+def admin(cluster):
+    if not cluster.is_running():
+        cluster.start()
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def schema(cluster):
+    name = f"f_{uuid.uuid4().hex[:10]}"
+    yield name
+    if not cluster.is_running():
+        cluster.start()
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _store(cluster, schema, **kw):
+    from tether.store.postgres import PostgresCheckpointer
+
+    return PostgresCheckpointer(cluster.dsn, schema=schema, **kw)
+
+
+def _backends(admin, app: str) -> set[int]:
+    rows = admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _three_steps(store, calls: list[str]) -> Chain:
+    chain = Chain("three-steps", store)
+
+    def step(name):
+        def fn(state):
+            calls.append(name)
+            return {"log": [*state.get("log", []), name], name: f"{name}\x00\U0001f600"}
+
+        return fn
+
+    for name in ("a", "b", "c"):
+        chain.add_node(name, step(name))
+    chain.add_edge("a", "b")
+    chain.add_edge("b", "c")
+    return chain
+
+
+STALL_B = """
+CREATE TABLE {s}.stall_flag (on_ boolean);
+INSERT INTO {s}.stall_flag VALUES (true);
+CREATE FUNCTION {s}.stall() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.node_id = 'b' AND EXISTS (SELECT 1 FROM {s}.stall_flag) THEN
+    PERFORM pg_sleep(60);
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER stall BEFORE INSERT ON {s}.checkpoints
+  FOR EACH ROW EXECUTE FUNCTION {s}.stall();
+"""
+
+
+def test_server_stopped_mid_step_fails_clearly_commits_nothing_and_resume_completes(
+    cluster, admin, schema
+):
+    app = f"tether-mid-step-{uuid.uuid4().hex[:6]}"
+    store = _store(cluster, schema, application_name=app, timeout_seconds=20)
+    try:
+        calls: list[str] = []
+        chain = _three_steps(store, calls)
+        reference = chain.run({"start": "\x00"}).output  # the same run, undisturbed
+        calls.clear()
+        admin.execute(STALL_B.format(s=f'"{schema}"'))
+
+        outcome: list[BaseException | object] = []
+
+        def run() -> None:
+            try:
+                outcome.append(chain.run({"start": "\x00"}))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        # Step b's checkpoint INSERT is inside its transaction, stalled by the trigger.
+        stalled = _wait_for(
+            lambda: admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event = 'PgSleep'",
+                (app,),
+            ).fetchone(),
+            what="step b's insert to stall",
+        )[0]
+        cluster.stop("immediate")  # like a crash: no clean shutdown of the backends
+        runner.join(30)
+        assert not runner.is_alive()
+
+        (err,) = outcome
+        assert isinstance(err, StoreUnavailableError), err
+        text = str(err)
+        assert "lost the connection" in text
+        assert f"127.0.0.1:{cluster.port}" in text and f"backend pid {stalled}" in text
+        assert "put of run" in text
+        eid = err.execution_id
+        assert eid
+
+        cluster.start()
+        cluster.wait_ready()
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            conn.execute(f'DELETE FROM "{schema}".stall_flag')
+
+        # Nothing of step b is visible: a's row only, the run still "running", no end row.
+        assert [cp.node_id for cp in store.list(eid)] == ["a"]
+        assert store.get_run(eid).status == "running"
+        assert store.get_pending_interrupt(eid) is None
+
+        done = chain.resume(eid)
+        assert done.status == "completed"
+        assert done.output == reference
+        assert calls == ["a", "b", "b", "c"]  # a never re-ran; b re-ran once; c once
+        assert [cp.node_id for cp in store.list(eid)] == ["a", "b", "c", "run_end"]
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        store.close()
+
+
+def test_a_pooled_connection_the_server_killed_is_replaced_not_reused(cluster, admin, schema):
+    app = f"tether-kill-{uuid.uuid4().hex[:6]}"
+    store = _store(cluster, schema, application_name=app, min_size=1, max_size=1)
+    try:
+        store.create_run(RunRecord("r", "c", "chain"))
+        before = _backends(admin, app)
+        assert len(before) == 1
+        for pid in before:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        _wait_for(lambda: not (_backends(admin, app) & before), what="backend to exit")
+
+        assert store.get_run("r").runner_name == "c"  # no error: a new connection served it
+        after = _backends(admin, app)
+        assert len(after) == 1 and not (after & before)
+
+        async def async_side() -> tuple[set[int], set[int]]:
+            await store.aget_run("r")
+            first = _backends(admin, app) - after
+            for pid in first:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            _wait_for(lambda: not (_backends(admin, app) & first), what="backend to exit")
+            assert (await store.aget_run("r")).runner_name == "c"
+            return first, _backends(admin, app) - after
+
+        first, second = asyncio.run(async_side())
+        assert len(first) == 1 and len(second) <= 1 and not (first & second)
+    finally:
+        store.close()
+
+
+def test_pool_recovers_after_a_server_restart_without_an_error(cluster, admin, schema):
+    store = _store(cluster, schema, timeout_seconds=20)
+    try:
+        store.create_run(RunRecord("r", "c", "chain"))
+        cluster.stop("fast")
+        cluster.start()
+        cluster.wait_ready()
+        assert store.get_run("r").status == "running"
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        store.close()
+
+
+@pytest.mark.parametrize("password", ["p@ss:w0rd", "p@ss:w0rd/?#%&= \U0001f511"])
+def test_percent_encoded_password_is_checked_by_the_server(cluster, admin, schema, password):
+    role = f"tether_pw_{uuid.uuid4().hex[:8]}"
+    admin.execute(
+        psycopg.sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+            psycopg.sql.Identifier(role), psycopg.sql.Literal(password)
+        )
+    )
+    admin.execute(f"GRANT CREATE ON DATABASE postgres TO {role}")
+    base = f"127.0.0.1:{cluster.port}/postgres?schema={schema}"
+    try:
+        store = tether.connect(f"postgresql://{role}:{quote(password, safe='')}@{base}")
+        try:
+            store.create_run(RunRecord("r", "c", "chain"))
+            assert store.get_run("r").runner_name == "c"
+        finally:
+            store.close()
+        wrong = tether.connect(f"postgresql://{role}:wrong@{base}", timeout_seconds=2)
+        try:
+            with pytest.raises(StoreUnavailableError, match="password authentication failed"):
+                wrong.get_run("r")
+        finally:
+            wrong.close()
+    finally:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin.execute(f"REVOKE CREATE ON DATABASE postgres FROM {role}")
+        admin.execute(f"DROP ROLE {role}")
