@@ -189,3 +189,24 @@ def test_supervisor_workers_pause_in_turn_across_processes_and_requests_stay_val
         "sign_off",
     ]
     assert_all_valid(stub, provider)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_swarm_pause_after_a_handoff_resumes_in_another_process_with_valid_requests(
+    provider: str, db_url: str, stub: StubServer, log: str
+) -> None:
+    stub.script(
+        [
+            {"tool_calls": [LOOKUP]},
+            {"tool_calls": [TRANSFER, LOOKUP]},  # the lookup after the transfer does not run
+            {"tool_calls": [APPROVE, ADD]},  # approve pauses; add is answered as not run
+        ]
+    )
+    _, out = child(db_url, stub, log, provider, "swarm", "run", "w4", "refund A-1")
+    assert out is not None and out["status"] == "paused", out
+    stub.script([{"text": "refund approved"}])
+    _, out = child(db_url, stub, log, provider, "swarm", "resume", "w4", "approve")
+    assert out is not None and out["status"] == "completed", out
+    assert asked(stub) == [TRIAGE_PROMPT, TRIAGE_PROMPT, BILLING_PROMPT, BILLING_PROMPT]
+    assert [c["tool"] for c in tool_log(log)] == ["lookup", "approve", "approve"]
+    assert_all_valid(stub, provider)

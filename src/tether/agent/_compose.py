@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import _trace
 from .._context import RunContext, current_agent_path, run_scope
 from .._runner import claim, load_run
 from ..checkpoint import Checkpoint, new_id
@@ -153,7 +154,8 @@ async def drive_outermost(
 ) -> AgentResult:
     """Run ``runner`` as the outermost runner: it alone writes the ``run_end`` row."""
     path = runner.segment
-    with run_scope(RunContext(eid, store, runner.name)):
+    store = _trace.stamping(store)
+    with run_scope(RunContext(eid, store, runner.name)), _trace.run(runner.kind, runner.name, eid):
         try:
             result = await runner.nested(store, eid, input, reentry)
         except ChildPaused as paused:
