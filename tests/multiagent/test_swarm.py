@@ -181,3 +181,11 @@ def test_swarm_configuration_errors(store: Any) -> None:
         "a": ["b"],
         "b": ["a"],
     }
+
+
+def test_fork_takes_the_cli_state_updates_argument_but_refuses_updates(store: Any) -> None:
+    swarm = make_swarm(llms(["refunded", "again"]), store)
+    swarm.run("refund A-1", execution_id="s9")
+    assert swarm.fork("s9", state_updates=None).status == "completed"
+    with pytest.raises(ConfigurationError):
+        swarm.fork("s9", state_updates={"x": 1})

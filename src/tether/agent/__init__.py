@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from .agent import Agent
 from .errors import MaxTurnsExceeded, OutputValidationError
+from .supervisor import Supervisor, Worker
+from .swarm import Swarm
 from .tool import Tool, ToolArgumentsError, tool
 
 __all__ = [
     "Agent",
     "MaxTurnsExceeded",
     "OutputValidationError",
+    "Supervisor",
+    "Swarm",
     "Tool",
     "ToolArgumentsError",
+    "Worker",
     "tool",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._runner import run_sync
+from ..errors import ConfigurationError
 from ..interrupt import Resume
 from ..llm.messages import Message
 from ..result import AgentResult
@@ -102,6 +103,7 @@ class CompositeVerbs:
         *,
         resume_value: Resume | None = None,
         new_execution_id: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> AgentResult:
         """Branch a new run from a saved row, in any agent of the run, and run it; the original
         is untouched. The branch's first row is a ``fork_origin`` linked by
@@ -113,11 +115,19 @@ class CompositeVerbs:
             resume_value: when branching from an ``interrupted`` row, the answer the branch
                 gives it; without one, the branch pauses at the same question.
             new_execution_id: the branch's id (default: random).
+            state_updates: accepted for the runner protocol (the ``tether fork`` command);
+                must be empty: an agent's state is its history.
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ConfigurationError: non-empty ``state_updates``.
         """
+        if state_updates:
+            raise ConfigurationError(
+                f"{self.kind} {self.name!r}: state_updates apply to chains; a {self.kind}'s "
+                "state is its conversation (fork from an earlier row instead)"
+            )
         return await _compose.fork(
             self, execution_id, checkpoint_id, resume_value, new_execution_id
         )
@@ -143,6 +153,7 @@ class CompositeVerbs:
         *,
         resume_value: Resume | None = None,
         new_execution_id: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> AgentResult:
         """Sync twin of :meth:`afork`."""
         return run_sync(
@@ -151,5 +162,6 @@ class CompositeVerbs:
                 checkpoint_id,
                 resume_value=resume_value,
                 new_execution_id=new_execution_id,
+                state_updates=state_updates,
             )
         )
