@@ -51,8 +51,9 @@ def approval_chain(store: Checkpointer) -> Chain:
     return chain
 
 
-def worker(index: int, url: str, barrier: Any, jobs: Any, results: Any) -> None:
+def worker(index: int, url: str, ledger: str, barrier: Any, jobs: Any, results: Any) -> None:
     """Resume each run id received on ``jobs`` at the barrier; put ``(index, outcome)``."""
+    os.environ[LEDGER_ENV] = ledger  # a forkserver child has the forkserver's environment
     store = tether.connect(url, min_size=1, max_size=2)
     chain = approval_chain(store)
     loop = asyncio.new_event_loop()

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -51,6 +52,14 @@ def _backends(admin, app: str) -> set[int]:
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
     ).fetchall()
     return {r[0] for r in rows}
+
+
+def _wait_for(predicate, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 # --- concurrency in one process ---------------------------------------------------------------
@@ -251,10 +260,10 @@ def test_sync_verbs_called_repeatedly_do_not_leak_connections(pg_schema, admin):
             assert chain.run({}).status == "completed"
         # Each run() is its own event loop; its pool closes with it. What stays open is at
         # most the sync pool's connection(s) and nothing per call.
-        assert len(_backends(admin, app)) <= 2
+        _wait_for(lambda: len(_backends(admin, app)) <= 2, "per-call pools to close")
     finally:
         store.close()
-    assert _backends(admin, app) == set()
+    _wait_for(lambda: _backends(admin, app) == set(), "every connection to close")
 
 
 # --- schema versions and errors ------------------------------------------------------------

@@ -36,7 +36,9 @@ def test_32_processes_racing_to_resume_one_paused_run_have_exactly_one_winner(
     jobs = [ctx.Queue() for _ in range(WORKERS)]
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=worker, args=(i, url, barrier, jobs[i], results), daemon=True)
+        ctx.Process(
+            target=worker, args=(i, url, str(ledger), barrier, jobs[i], results), daemon=True
+        )
         for i in range(WORKERS)
     ]
     started = time.monotonic()

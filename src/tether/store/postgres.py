@@ -25,6 +25,9 @@ Connections: a psycopg 3 ``ConnectionPool`` serves the sync methods and an
 runs in one process overlap their database work. Pools open on first use; connections the
 server killed are replaced at checkout. Durability is the server's: with the default
 ``synchronous_commit=on`` a committed step survives power loss.
+
+The statements live in :mod:`tether.store._postgres_sql`; how they reach the server (pools,
+plans, error translation) in :mod:`tether.store._postgres_io`.
 """
 
 from __future__ import annotations
@@ -46,211 +49,14 @@ from psycopg_pool import ConnectionPool
 from ..checkpoint import Checkpoint, new_id
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
 from . import _codec
+from . import _postgres_sql as q
 from ._postgres_io import Database, Plan, Result
 from .base import PendingInterrupt, PruneResult, RunRecord
 
 __all__ = ["PostgresCheckpointer"]
 
-SCHEMA_VERSION: Final = 1
-
-# Every statement names its tables as {schema}.<table>; the schema is quoted with
-# psycopg.sql.Identifier once per checkpointer.
-MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
-    1: (
-        """CREATE TABLE {schema}.runs (
-            execution_id text PRIMARY KEY,
-            runner_name text NOT NULL,
-            runner_kind text NOT NULL,
-            status text NOT NULL,
-            input bytea,
-            parent_execution_id text,
-            parent_checkpoint_id text,
-            owner text,
-            lease_expires_at timestamptz,
-            error text,
-            created_at timestamptz NOT NULL,
-            updated_at timestamptz NOT NULL,
-            finished_at timestamptz
-        )""",
-        "CREATE INDEX runs_status_idx ON {schema}.runs (status, updated_at)",
-        "CREATE INDEX runs_name_idx ON {schema}.runs (runner_name, created_at)",
-        """CREATE TABLE {schema}.checkpoints (
-            checkpoint_id text PRIMARY KEY,
-            execution_id text NOT NULL,
-            seq bigint NOT NULL,
-            node_id text NOT NULL,
-            node_index integer NOT NULL,
-            step_type text NOT NULL,
-            status text NOT NULL,
-            state_kind text NOT NULL,
-            state bytea NOT NULL,
-            base_seq bigint NOT NULL,
-            node_input bytea,
-            node_output bytea,
-            iteration_counters bytea,
-            interrupt_reason text,
-            interrupt_context bytea,
-            agent_path text,
-            parent_checkpoint_id text,
-            next_node_id text,
-            created_at timestamptz NOT NULL
-        )""",
-        "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON {schema}.checkpoints (execution_id, seq)",
-        """CREATE TABLE {schema}.pending_interrupts (
-            execution_id text PRIMARY KEY,
-            checkpoint_id text NOT NULL,
-            node_id text NOT NULL,
-            agent_path text,
-            reason text NOT NULL,
-            context bytea,
-            created_at timestamptz NOT NULL,
-            claimed_by text,
-            claim_expires_at timestamptz,
-            resume_value bytea
-        )""",
-        """CREATE TABLE {schema}.idempotency_cache (
-            execution_id text NOT NULL,
-            key text NOT NULL,
-            value bytea,
-            created_at timestamptz NOT NULL,
-            PRIMARY KEY (execution_id, key)
-        )""",
-    ),
-}
-
-LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(%s)"
-SELECT_SCHEMA_EXISTS: Final = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
-CREATE_SCHEMA: Final = "CREATE SCHEMA {schema}"
-CREATE_SCHEMA_TABLE: Final = (
-    "CREATE TABLE IF NOT EXISTS {schema}.tether_schema "
-    "(version integer NOT NULL, applied_at timestamptz NOT NULL)"
-)
-SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM {schema}.tether_schema"
-INSERT_SCHEMA_VERSION: Final = (
-    "INSERT INTO {schema}.tether_schema (version, applied_at) VALUES (%s, now())"
-)
-
-INSERT_RUN: Final = (
-    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, now(), now(), NULL) "
-    "RETURNING created_at"
-)
-SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
-)
-UPDATE_RUN_STATUS: Final = (
-    "UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
-    "WHERE execution_id = %s"
-)
-INSERT_CHECKPOINT: Final = (
-    f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
-    f"VALUES ({', '.join(['%s'] * 18)}, now()) RETURNING created_at"
-)
-_SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM {{schema}}.checkpoints"
-_PATH_FILTER: Final = " AND (agent_path = %s OR starts_with(agent_path, %s))"
-SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"
-SELECT_LAST_BEFORE: Final = (
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s ORDER BY seq DESC LIMIT 1"
-)
-SELECT_LAST_PATH: Final = (
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
-)
-SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = %s AND checkpoint_id = %s"
-SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq"
-SELECT_STATE_CHAIN: Final = (
-    "SELECT seq, state_kind, state FROM {schema}.checkpoints "
-    "WHERE execution_id = %s AND seq >= %s AND seq <= %s ORDER BY seq"
-)
-INSERT_PENDING: Final = (
-    f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
-)
-DELETE_PENDING_OF: Final = (
-    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"
-)
-DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s"
-SELECT_PENDING: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %s"
-)
-# The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
-# on the row lock re-evaluates the WHERE on the winner's version of the row and matches
-# nothing, so exactly one caller gets the row back. The run turns "running" in the same
-# statement.
-CLAIM_PENDING: Final = (
-    "WITH claimed AS ("
-    "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
-    "claim_expires_at = now() + %(lease)s * interval '1 second', "
-    "resume_value = COALESCE(resume_value, %(value)s::bytea) "
-    "WHERE execution_id = %(eid)s "
-    "AND (claimed_by IS NULL OR claim_expires_at < now() OR claimed_by = %(steal)s::text) "
-    "AND ((%(value)s::bytea IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
-    "     OR (%(value)s::bytea IS NULL AND resume_value IS NOT NULL)) "
-    f"RETURNING {_codec.PENDING_COLUMNS}), "
-    "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
-    "updated_at = now(), finished_at = NULL "
-    "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
-    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
-)
-RENEW_CLAIM: Final = (
-    "UPDATE {schema}.pending_interrupts "
-    "SET claim_expires_at = now() + %s * interval '1 second' "
-    "WHERE execution_id = %s AND claimed_by = %s"
-)
-RELEASE_CLAIM: Final = (
-    "WITH released AS ("
-    "UPDATE {schema}.pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
-    "WHERE execution_id = %s AND claimed_by = %s RETURNING execution_id), "
-    "paused AS (UPDATE {schema}.runs SET status = 'paused', error = NULL, "
-    "updated_at = now(), finished_at = NULL "
-    "WHERE execution_id IN (SELECT execution_id FROM released)) "
-    "SELECT count(*) FROM released"
-)
-ANSWER_PENDING: Final = (
-    "UPDATE {schema}.pending_interrupts SET resume_value = %s "
-    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL"
-)
-SELECT_IDEMPOTENT: Final = (
-    "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"
-)
-INSERT_IDEMPOTENT: Final = (
-    "INSERT INTO {schema}.idempotency_cache (execution_id, key, value, created_at) "
-    "VALUES (%s, %s, %s, now()) ON CONFLICT (execution_id, key) DO NOTHING"
-)
-SELECT_IDEMPOTENT_ALL: Final = (
-    "SELECT key, value FROM {schema}.idempotency_cache WHERE execution_id = %s "
-    "ORDER BY created_at, key"
-)
-SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM {schema}.runs "
-    "WHERE status IN ('completed', 'failed') AND finished_at < %s ORDER BY finished_at"
-)
-# Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
-LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"
-COUNT_CHECKPOINTS_OF: Final = (
-    "SELECT count(*) FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
-)
-COUNT_IDEMPOTENT_OF: Final = (
-    "SELECT count(*) FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
-)
-DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
-DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
-DELETE_PENDING_OF_RUNS: Final = (
-    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = ANY(%s)"
-)
-DELETE_RUNS: Final = "DELETE FROM {schema}.runs WHERE execution_id = ANY(%s)"
-
-_NO_SEQ: Final = 2**62  # "below any seq" for SELECT_LAST_PATH without before_seq
+SCHEMA_VERSION: Final = q.SCHEMA_VERSION
+_NO_SEQ: Final = 2**62  # "below any seq" for q.SELECT_LAST_PATH without before_seq
 _MAX_IDENTIFIER_BYTES: Final = 63  # PostgreSQL's NAMEDATALEN - 1
 
 
@@ -405,23 +211,23 @@ class PostgresCheckpointer:
 
     # --- schema and pools -----------------------------------------------------------------
     def _setup_plan(self) -> Plan[None]:
-        yield self._q(LOCK_MIGRATIONS), (self._lock_key,)
-        if (yield self._q(SELECT_SCHEMA_EXISTS), (self.schema,)).one() is None:
-            yield self._q(CREATE_SCHEMA), None
-        yield self._q(CREATE_SCHEMA_TABLE), None
-        found = (yield self._q(SELECT_SCHEMA_VERSION), None).rows[0][0] or 0
-        if found > SCHEMA_VERSION:
+        yield self._q(q.LOCK_MIGRATIONS), (self._lock_key,)
+        if (yield self._q(q.SELECT_SCHEMA_EXISTS), (self.schema,)).one() is None:
+            yield self._q(q.CREATE_SCHEMA), None
+        yield self._q(q.CREATE_SCHEMA_TABLE), None
+        found = (yield self._q(q.SELECT_SCHEMA_VERSION), None).rows[0][0] or 0
+        if found > q.SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"schema {self.schema!r} on {self._target} holds tether schema version "
-                f"{found}, newer than the {SCHEMA_VERSION} this tether supports; upgrade "
+                f"{found}, newer than the {q.SCHEMA_VERSION} this tether supports; upgrade "
                 "tether to open it",
                 found=found,
-                supported=SCHEMA_VERSION,
+                supported=q.SCHEMA_VERSION,
             )
-        for version in range(found + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[version]:
+        for version in range(found + 1, q.SCHEMA_VERSION + 1):
+            for statement in q.MIGRATIONS[version]:
                 yield self._q(statement), None
-            yield self._q(INSERT_SCHEMA_VERSION), (version,)
+            yield self._q(q.INSERT_SCHEMA_VERSION), (version,)
 
     def setup(self) -> None:
         """Create the schema or migrate it forward; refuse a newer one.
@@ -441,7 +247,7 @@ class PostgresCheckpointer:
 
     def schema_version(self) -> int:
         """The schema version recorded in the database."""
-        row = self._db.run("schema_version", self._one(SELECT_SCHEMA_VERSION, None))
+        row = self._db.run("schema_version", self._one(q.SELECT_SCHEMA_VERSION, None))
         return int(row[0] or 0) if row else 0
 
     def close(self) -> None:
@@ -482,7 +288,7 @@ class PostgresCheckpointer:
             run.owner,
         )
         try:
-            res: Result = yield self._q(INSERT_RUN), params
+            res: Result = yield self._q(q.INSERT_RUN), params
         except pg_errors.UniqueViolation as exc:
             raise ConfigurationError(
                 f"a run with execution_id {run.execution_id!r} already exists; resume or "
@@ -511,11 +317,11 @@ class PostgresCheckpointer:
 
     def get_run(self, execution_id: str) -> RunRecord | None:
         """The run, or ``None``."""
-        row = self._db.run("get_run", self._one(SELECT_RUN, (execution_id,)))
+        row = self._db.run("get_run", self._one(q.SELECT_RUN, (execution_id,)))
         return None if row is None else _codec.run_from_row(row)
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
-        row = await self._db.arun("get_run", self._one(SELECT_RUN, (execution_id,)))
+        row = await self._db.arun("get_run", self._one(q.SELECT_RUN, (execution_id,)))
         return None if row is None else _codec.run_from_row(row)
 
     def list_runs(
@@ -524,18 +330,18 @@ class PostgresCheckpointer:
         """Runs, newest first, optionally filtered by status and runner name."""
         params: tuple[Any, ...]
         if status is not None and runner_name is not None:
-            template, params = SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
+            template, params = q.SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
         elif status is not None:
-            template, params = SELECT_RUNS_BY_STATUS, (status, limit)
+            template, params = q.SELECT_RUNS_BY_STATUS, (status, limit)
         elif runner_name is not None:
-            template, params = SELECT_RUNS_BY_NAME, (runner_name, limit)
+            template, params = q.SELECT_RUNS_BY_NAME, (runner_name, limit)
         else:
-            template, params = SELECT_RUNS, (limit,)
+            template, params = q.SELECT_RUNS, (limit,)
         rows = self._db.run("list_runs", self._all(template, params))
         return [_codec.run_from_row(r) for r in rows]
 
     def _status_plan(self, execution_id: str, status: str, error: str | None) -> Plan[int]:
-        return (yield from self._count(UPDATE_RUN_STATUS, (status, error, status, execution_id)))
+        return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
 
     def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
         """Record a status change that comes with no checkpoint."""
@@ -558,14 +364,14 @@ class PostgresCheckpointer:
     def _raw_state_plan(self, row: tuple[Any, ...]) -> Plan[dict[str, Any]]:
         if row[7] == "full":
             return _codec.apply_row({}, "full", row[8])
-        chain = yield self._q(SELECT_STATE_CHAIN), (row[1], row[9], row[2])
+        chain = yield self._q(q.SELECT_STATE_CHAIN), (row[1], row[9], row[2])
         return _codec.replay_state(chain.rows)
 
     def _head_plan(self, execution_id: str) -> Plan[_codec.Head | None]:
         head = self._heads.get(execution_id)
         if head is not None:
             return head
-        row = (yield self._q(SELECT_LAST), (execution_id,)).one()
+        row = (yield self._q(q.SELECT_LAST), (execution_id,)).one()
         if row is None:
             return None
         raw = yield from self._raw_state_plan(row)
@@ -602,7 +408,7 @@ class PostgresCheckpointer:
             cp.next_node_id,
         )
         try:
-            res: Result = yield self._q(INSERT_CHECKPOINT), params
+            res: Result = yield self._q(q.INSERT_CHECKPOINT), params
         except pg_errors.UniqueViolation as exc:
             self._heads.drop(cp.execution_id)
             what = (
@@ -619,7 +425,7 @@ class PostgresCheckpointer:
         return new_head
 
     def _release_plan(self, execution_id: str, owner: str) -> Plan[None]:
-        if (yield self._q(DELETE_PENDING_OF), (execution_id, owner)).rowcount != 1:
+        if (yield self._q(q.DELETE_PENDING_OF), (execution_id, owner)).rowcount != 1:
             self._heads.drop(execution_id)
             raise ConcurrentWriteError(
                 f"the claim on run {execution_id!r}'s interrupt was taken over by another "
@@ -639,7 +445,7 @@ class PostgresCheckpointer:
             yield from self._release_plan(cp.execution_id, release_claim_of)
         head = yield from self._insert_plan(cp, force_full=force_full)
         if run_status is not None:
-            yield self._q(UPDATE_RUN_STATUS), (run_status, error, run_status, cp.execution_id)
+            yield self._q(q.UPDATE_RUN_STATUS), (run_status, error, run_status, cp.execution_id)
         return head
 
     def put(
@@ -694,7 +500,7 @@ class PostgresCheckpointer:
         if release_claim_of is not None:
             yield from self._release_plan(cp.execution_id, release_claim_of)
         else:
-            yield self._q(DELETE_PENDING), (cp.execution_id,)
+            yield self._q(q.DELETE_PENDING), (cp.execution_id,)
         head = yield from self._insert_plan(cp)
         params = (
             cp.execution_id,
@@ -704,8 +510,8 @@ class PostgresCheckpointer:
             cp.interrupt_reason or "",
             pending_context,
         )
-        created = (yield self._q(INSERT_PENDING), params).rows[0][0]
-        yield self._q(UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
+        created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
+        yield self._q(q.UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
         pending = PendingInterrupt(
             execution_id=cp.execution_id,
             checkpoint_id=cp.checkpoint_id,
@@ -747,11 +553,11 @@ class PostgresCheckpointer:
         if agent_path_prefix is not None:
             path = agent_path_prefix.rstrip("/")
             seq = before_seq if before_seq is not None else _NO_SEQ
-            row = yield from self._one(SELECT_LAST_PATH, (execution_id, seq, path, path + "/"))
+            row = yield from self._one(q.SELECT_LAST_PATH, (execution_id, seq, path, path + "/"))
         elif before_seq is not None:
-            row = yield from self._one(SELECT_LAST_BEFORE, (execution_id, before_seq))
+            row = yield from self._one(q.SELECT_LAST_BEFORE, (execution_id, before_seq))
         else:
-            row = yield from self._one(SELECT_LAST, (execution_id,))
+            row = yield from self._one(q.SELECT_LAST, (execution_id,))
         if row is None:
             return None, None
         raw = yield from self._raw_state_plan(row)
@@ -793,7 +599,7 @@ class PostgresCheckpointer:
         return cp
 
     def _checkpoint_plan(self, execution_id: str, checkpoint_id: str) -> Plan[Checkpoint | None]:
-        row = yield from self._one(SELECT_BY_ID, (execution_id, checkpoint_id))
+        row = yield from self._one(q.SELECT_BY_ID, (execution_id, checkpoint_id))
         if row is None:
             return None
         raw = yield from self._raw_state_plan(row)
@@ -813,7 +619,7 @@ class PostgresCheckpointer:
     ) -> builtins.list[Checkpoint]:
         """Every checkpoint of the run in seq order, each with its full state, optionally
         only those written under ``agent_path_prefix``."""
-        rows = self._db.run("list", self._all(SELECT_ALL, (execution_id,)))
+        rows = self._db.run("list", self._all(q.SELECT_ALL, (execution_id,)))
         out: builtins.list[Checkpoint] = []
         raw: dict[str, Any] = {}
         prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
@@ -830,18 +636,18 @@ class PostgresCheckpointer:
     # --- pending interrupts ---------------------------------------------------------------
     def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
         """The run's pending interrupt, claimed or not; ``None`` if it has none."""
-        row = self._db.run("get_pending_interrupt", self._one(SELECT_PENDING, (execution_id,)))
+        row = self._db.run("get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,)))
         return None if row is None else _codec.pending_from_row(row)
 
     async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
         row = await self._db.arun(
-            "get_pending_interrupt", self._one(SELECT_PENDING, (execution_id,))
+            "get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,))
         )
         return None if row is None else _codec.pending_from_row(row)
 
     def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
         """Pending interrupts, oldest first."""
-        rows = self._db.run("list_pending_interrupts", self._all(SELECT_PENDING_ALL, (limit,)))
+        rows = self._db.run("list_pending_interrupts", self._all(q.SELECT_PENDING_ALL, (limit,)))
         return [_codec.pending_from_row(r) for r in rows]
 
     def _claim_plan(
@@ -859,7 +665,7 @@ class PostgresCheckpointer:
             "eid": execution_id,
             "steal": steal_from,
         }
-        row = yield from self._one(CLAIM_PENDING, params)
+        row = yield from self._one(q.CLAIM_PENDING, params)
         return None if row is None else _codec.pending_from_row(row)
 
     def claim_interrupt(
@@ -906,11 +712,11 @@ class PostgresCheckpointer:
 
     def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
         """Extend a claim this owner holds; ``False`` if it no longer holds it."""
-        plan = self._count(RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
+        plan = self._count(q.RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
         return self._db.run("renew_claim", plan, execution_id=execution_id) == 1
 
     async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
-        plan = self._count(RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
+        plan = self._count(q.RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
         return await self._db.arun("renew_claim", plan, execution_id=execution_id) == 1
 
     def release_claim(self, execution_id: str, *, owner: str) -> bool:
@@ -918,7 +724,7 @@ class PostgresCheckpointer:
         ``False`` if this owner held no claim."""
         row = self._db.run(
             "release_claim",
-            self._one(RELEASE_CLAIM, (execution_id, owner)),
+            self._one(q.RELEASE_CLAIM, (execution_id, owner)),
             execution_id=execution_id,
         )
         return bool(row and row[0] == 1)
@@ -926,7 +732,7 @@ class PostgresCheckpointer:
     async def arelease_claim(self, execution_id: str, *, owner: str) -> bool:
         row = await self._db.arun(
             "release_claim",
-            self._one(RELEASE_CLAIM, (execution_id, owner)),
+            self._one(q.RELEASE_CLAIM, (execution_id, owner)),
             execution_id=execution_id,
         )
         return bool(row and row[0] == 1)
@@ -935,26 +741,26 @@ class PostgresCheckpointer:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
         claimed."""
         value = _codec.dump_json(resume_value, "resume_value")
-        plan = self._count(ANSWER_PENDING, (value, execution_id))
+        plan = self._count(q.ANSWER_PENDING, (value, execution_id))
         return self._db.run("answer_interrupt", plan, execution_id=execution_id) == 1
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
         """``(True, value)`` on a hit (a cached ``None`` is a hit), else ``(False, None)``."""
-        row = self._db.run("get_idempotent", self._one(SELECT_IDEMPOTENT, (execution_id, key)))
+        row = self._db.run("get_idempotent", self._one(q.SELECT_IDEMPOTENT, (execution_id, key)))
         return (False, None) if row is None else (True, _codec.load_json(row[0]))
 
     async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
         row = await self._db.arun(
-            "get_idempotent", self._one(SELECT_IDEMPOTENT, (execution_id, key))
+            "get_idempotent", self._one(q.SELECT_IDEMPOTENT, (execution_id, key))
         )
         return (False, None) if row is None else (True, _codec.load_json(row[0]))
 
     def _put_idempotent_plan(self, execution_id: str, key: str, value: Any) -> Plan[Any]:
         data = _codec.dump_json(value, "result")
-        yield self._q(INSERT_IDEMPOTENT), (execution_id, key, data)
+        yield self._q(q.INSERT_IDEMPOTENT), (execution_id, key, data)
         # A second statement sees a row another writer committed first (READ COMMITTED).
-        row = yield from self._one(SELECT_IDEMPOTENT, (execution_id, key))
+        row = yield from self._one(q.SELECT_IDEMPOTENT, (execution_id, key))
         return None if row is None else _codec.load_json(row[0])
 
     def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
@@ -972,24 +778,24 @@ class PostgresCheckpointer:
 
     def list_idempotent(self, execution_id: str) -> dict[str, Any]:
         """The run's whole idempotency cache, ``{key: value}``."""
-        rows = self._db.run("list_idempotent", self._all(SELECT_IDEMPOTENT_ALL, (execution_id,)))
+        rows = self._db.run("list_idempotent", self._all(q.SELECT_IDEMPOTENT_ALL, (execution_id,)))
         return {k: _codec.load_json(v) for k, v in rows}
 
     # --- maintenance ----------------------------------------------------------------------
     def _prune_plan(self, cutoff: _dt.datetime, dry_run: bool) -> Plan[PruneResult]:
-        rows = yield from self._all(SELECT_PRUNABLE if dry_run else LOCK_PRUNABLE, (cutoff,))
+        rows = yield from self._all(q.SELECT_PRUNABLE if dry_run else q.LOCK_PRUNABLE, (cutoff,))
         ids = [r[0] for r in rows]
         result = PruneResult(runs=len(ids), execution_ids=ids)
         if not ids:
             return result
         if dry_run:
-            result.checkpoints = (yield self._q(COUNT_CHECKPOINTS_OF), (ids,)).rows[0][0]
-            result.idempotency = (yield self._q(COUNT_IDEMPOTENT_OF), (ids,)).rows[0][0]
+            result.checkpoints = (yield self._q(q.COUNT_CHECKPOINTS_OF), (ids,)).rows[0][0]
+            result.idempotency = (yield self._q(q.COUNT_IDEMPOTENT_OF), (ids,)).rows[0][0]
             return result
-        result.checkpoints = yield from self._count(DELETE_CHECKPOINTS_OF, (ids,))
-        result.idempotency = yield from self._count(DELETE_IDEMPOTENT_OF, (ids,))
-        yield self._q(DELETE_PENDING_OF_RUNS), (ids,)
-        yield self._q(DELETE_RUNS), (ids,)
+        result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
+        result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
+        yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
+        yield self._q(q.DELETE_RUNS), (ids,)
         return result
 
     def prune(
