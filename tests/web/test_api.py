@@ -265,6 +265,7 @@ def test_two_concurrent_approvals_against_the_real_server_one_wins_one_gets_409(
     try:
         for eid in eids:
             codes: list[int] = []
+            bodies: list[str] = []
             barrier = threading.Barrier(2)
 
             def approve(eid: str = eid) -> None:
@@ -273,13 +274,14 @@ def test_two_concurrent_approvals_against_the_real_server_one_wins_one_gets_409(
                     f"{server.url}/api/runs/{eid}/approve", json={}, headers=bearer(), timeout=30
                 )
                 codes.append(r.status_code)
+                bodies.append(r.text)
 
             threads = [threading.Thread(target=approve) for _ in range(2)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            assert sorted(codes) == [200, 409]
+            assert sorted(codes) == [200, 409], bodies
             assert store.get_run(eid).status == "completed"
             assert [cp.node_id for cp in store.list(eid)].count("notify") == 1
     finally:

@@ -7,6 +7,8 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -69,6 +71,13 @@ class Service:
     def __init__(self, store: Checkpointer, registry: Registry | None) -> None:
         self.store = store
         self.registry = registry or Registry()
+        # One answer at a time per run in this server: a second click waits for the first
+        # resume to finish and then sees the interrupt answered (409), instead of racing it
+        # through the store's claim.
+        self._run_locks: weakref.WeakValueDictionary[str, threading.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._locks_guard = threading.Lock()
 
     async def _off_loop(self, fn: Callable[[], T]) -> T:
         return await anyio.to_thread.run_sync(fn)
@@ -143,7 +152,15 @@ class Service:
             ActionError: 404 no such run; 409 the interrupt was already answered, the run is
                 not waiting for an answer, or another resumer won the race (nothing changed).
         """
-        return await self._off_loop(lambda: self._answer(execution_id, answer))
+        return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
+
+    def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        with self._locks_guard:
+            lock = self._run_locks.get(execution_id)
+            if lock is None:
+                lock = self._run_locks[execution_id] = threading.Lock()
+        with lock:
+            return self._answer(execution_id, answer)
 
     def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         run = self.store.get_run(execution_id)
