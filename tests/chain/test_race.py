@@ -16,3 +16,32 @@ def test_eight_processes_racing_to_resume_one_paused_run(store, db_url, monkeypa
         assert store.get_run(eid).status == "completed"
     ledger = (tmp_path / "ledger.txt").read_text().splitlines()
     assert sorted(ledger) == sorted(f"charge R-{i} 500" for i in range(20))
+
+
+def test_threads_sharing_one_store_race_to_resume(store, monkeypatch, tmp_path):
+    """A loser's read of the older head must not move the writer's head back (it did: the
+    winner then failed with ConcurrentWriteError)."""
+    import threading
+
+    import tether
+
+    monkeypatch.setenv("TETHER_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    chain = orders_chain(store)
+    for i in range(30):
+        eid = chain.run({"order_id": f"T-{i}", "amount": 500}).execution_id
+        barrier = threading.Barrier(3)
+        out: list[str] = []
+
+        def go() -> None:
+            barrier.wait()
+            try:
+                out.append(chain.resume(eid, tether.Resume(approved=True)).status)
+            except tether.AlreadyResumed:
+                out.append("AlreadyResumed")
+
+        threads = [threading.Thread(target=go) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(out) == ["AlreadyResumed", "AlreadyResumed", "completed"], out

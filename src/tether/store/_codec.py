@@ -217,7 +217,13 @@ class HeadCache:
             return head
 
     def set(self, execution_id: str, head: Head) -> None:
+        """Remember ``head`` unless a newer one is known: a reader that loaded an older row
+        must not move the head back under a writer that has since appended (a run's rows
+        only grow, so the higher seq is always the truth)."""
         with self._lock:
+            known = self._heads.get(execution_id)
+            if known is not None and known.seq > head.seq:
+                return
             self._heads[execution_id] = head
             self._heads.move_to_end(execution_id)
             if len(self._heads) > self._size:
