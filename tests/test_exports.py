@@ -8,6 +8,7 @@ import sys
 import tether
 
 EXPECTED = {
+    "Supervisor", "Swarm", "Worker",
     "Registry", "load_app",
     "Agent", "AgentResult", "LLM", "LLMResponse", "MaxTurnsExceeded", "Message",
     "OutputValidationError", "ProviderError", "Tool", "ToolArgumentsError", "ToolCall", "tool",

@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._context import current_agent_path, current_execution_id
-from .agent import Agent, MaxTurnsExceeded, OutputValidationError, Tool, ToolArgumentsError, tool
+from .agent import (
+    Agent,
+    MaxTurnsExceeded,
+    OutputValidationError,
+    Supervisor,
+    Swarm,
+    Tool,
+    ToolArgumentsError,
+    Worker,
+    tool,
+)
 from .chain import Chain
 from .checkpoint import Checkpoint, latest_forkable, latest_resumable
 from .connect import connect
@@ -80,10 +90,13 @@ __all__ = [
     "SerializationError",
     "StoreError",
     "StoreUnavailableError",
+    "Supervisor",
+    "Swarm",
     "TetherError",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
+    "Worker",
     "connect",
     "current_agent_path",
     "current_execution_id",

@@ -271,3 +271,16 @@ async def test_tool_asking_twice_is_answered_one_interrupt_at_a_time(store: Any)
     done = await agent(llm).aresume("t2", Resume(False))
     assert done.status == "completed"
     assert next(m for m in llm.calls[0] if m["role"] == "tool")["content"] == "True/False"
+
+
+async def test_fork_takes_the_runner_neutral_state_updates_but_refuses_edits(store: Any) -> None:
+    from tether.errors import ConfigurationError
+
+    agent = make_agent("plain", ScriptedLLM(["done"]), store)
+    await agent.arun("hi", execution_id="s1")
+    branch = await make_agent("plain", ScriptedLLM(["again"]), store).afork(
+        "s1", state_updates=None
+    )
+    assert branch.status == "completed"
+    with pytest.raises(ConfigurationError, match="message history"):
+        await agent.afork("s1", state_updates={"messages": []})

@@ -172,6 +172,7 @@ class Agent:
         *,
         resume_value: Resume | None = None,
         new_execution_id: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> AgentResult:
         """Branch a new run from a saved row and run it; the original is untouched.
 
@@ -184,13 +185,21 @@ class Agent:
             resume_value: when branching from an ``interrupted`` row, the answer the branch
                 gives it; without one, the branch pauses at the same question.
             new_execution_id: the branch's id (default: random).
+            state_updates: accepted for the runner-neutral verb; an agent's state is its
+                message history, which a fork does not edit, so it must be empty.
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ConfigurationError: non-empty ``state_updates``.
         """
         from ._entry import fork
 
+        if state_updates:
+            raise ConfigurationError(
+                f"agent {self.name!r}: a fork cannot edit an agent's state (its message "
+                "history); fork without state_updates"
+            )
         return await fork(self, execution_id, checkpoint_id, resume_value, new_execution_id)
 
     def run(self, input: str | list[Message], *, execution_id: str | None = None) -> AgentResult:
@@ -208,6 +217,7 @@ class Agent:
         *,
         resume_value: Resume | None = None,
         new_execution_id: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> AgentResult:
         """Sync twin of :meth:`afork`."""
         return run_sync(
@@ -216,5 +226,6 @@ class Agent:
                 checkpoint_id,
                 resume_value=resume_value,
                 new_execution_id=new_execution_id,
+                state_updates=state_updates,
             )
         )
