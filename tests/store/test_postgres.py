@@ -23,6 +23,7 @@ from tether.errors import (
     ConfigurationError,
     CorruptRecordError,
     SchemaVersionError,
+    SerializationError,
     StoreError,
     StoreUnavailableError,
 )
@@ -188,6 +189,12 @@ def test_ids_differing_only_in_nul_and_the_escape_character_stay_distinct(pg):
     # Escaping keeps prefixes exact: "agent:a\ufffe/" is no prefix of "agent:a\ufffe\ufffe/x".
     assert pg.get_last("a\ufffe\ufffe", agent_path_prefix="agent:a\ufffe") is None
     assert pg.get_last("a\x00", agent_path_prefix="agent:a") is None
+
+
+def test_text_that_utf8_cannot_encode_is_a_serialization_error(pg):
+    with pytest.raises(SerializationError, match="surrogates not allowed"):
+        pg.create_run(RunRecord("lone-\ud800", "c", "chain"))
+    assert pg.list_runs() == []
 
 
 # --- URLs and pools ------------------------------------------------------------------------------

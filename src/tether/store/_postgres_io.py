@@ -52,6 +52,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from ..errors import (
     ConcurrentWriteError,
     CorruptRecordError,
+    SerializationError,
     StoreError,
     StoreUnavailableError,
 )
@@ -93,14 +94,24 @@ def _unescape(s: str) -> str:
     return s
 
 
+def _encode(s: str, encoding: str) -> bytes:
+    try:
+        return _escape(s).encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise SerializationError(
+            f"text {s[:40]!r} cannot be stored: {exc.reason} at position {exc.start}",
+            type_name="str",
+        ) from exc
+
+
 class _TextDumper(StrDumperUnknown):
     def dump(self, obj: str) -> Buffer | None:
-        return _escape(obj).encode(self._encoding)
+        return _encode(obj, self._encoding)
 
 
 class _TextBinaryDumper(StrBinaryDumper):
     def dump(self, obj: str) -> Buffer | None:
-        return _escape(obj).encode(self._encoding)
+        return _encode(obj, self._encoding)
 
 
 class _TextLoader(TextLoader):
