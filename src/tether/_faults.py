@@ -23,6 +23,7 @@ FAULT_POINTS: Final = (
     "agent.before_tool",  # a tool's pre-call checkpoint committed; the tool did not run
     "agent.after_tool",  # a tool ran; its result is not in a checkpoint yet
     "agent.after_loop",  # the tool loop ended; the run-end row did not commit
+    "agent.after_claim",  # a resumer claimed an agent's (or swarm's, supervisor's) interrupt
 )
 
 

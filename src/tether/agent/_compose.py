@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _trace
 from .._context import RunContext, current_agent_path, run_scope
+from .._faults import fault
 from .._runner import claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
@@ -273,6 +274,7 @@ async def claim_reentry(
     reentry = reentry_of(cp)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
+        fault("agent.after_claim")
         reentry.answers, reentry.claim_owner = answers, owner
     elif value is not None:
         raise AlreadyResumed(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._context import current_agent_path
+from .._faults import fault
 from .._runner import claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import AlreadyResumed, CheckpointNotFoundError, ConfigurationError
@@ -142,6 +143,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
         node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
+        fault("agent.after_claim")
         cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
         cursor.claim_owner = owner
         return await drive(agent, store, execution_id, cursor)
