@@ -18,8 +18,9 @@ LEDGER_ENV = "TETHER_TEST_RACE_LEDGER"
 
 
 @idempotent
-def ship(order: str) -> str:
-    """The side effect the winner performs once per run."""
+async def ship(order: str) -> str:
+    """The side effect the winner performs once per run (async, so a worker needs only its
+    async pool's one connection)."""
     path = os.environ.get(LEDGER_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as f:
@@ -36,8 +37,8 @@ def _approve(state: dict[str, Any]) -> dict[str, Any]:
     return {"approved": answer.approved, "by": answer.data}
 
 
-def _ship(state: dict[str, Any]) -> dict[str, Any]:
-    return {"receipt": ship(state["order"])}
+async def _ship(state: dict[str, Any]) -> dict[str, Any]:
+    return {"receipt": await ship(state["order"])}
 
 
 def approval_chain(store: Checkpointer) -> Chain:
@@ -58,7 +59,11 @@ def worker(index: int, url: str, ledger: str, barrier: Any, jobs: Any, results: 
     chain = approval_chain(store)
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(store.aget_run("warm-up"))  # open the pool before racing
+        try:
+            loop.run_until_complete(store.aget_run("warm-up"))  # open the pool before racing
+        except BaseException as exc:
+            results.put((index, f"startup failed: {type(exc).__name__}: {exc}"))
+            raise
         results.put((index, "ready"))
         while (eid := jobs.get()) is not None:
             try:

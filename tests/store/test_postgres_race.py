@@ -46,7 +46,7 @@ def test_32_processes_racing_to_resume_one_paused_run_have_exactly_one_winner(
         p.start()
     try:
         ready = [results.get(timeout=60) for _ in range(WORKERS)]
-        assert sorted(i for i, what in ready if what == "ready") == list(range(WORKERS))
+        assert sorted(i for i, what in ready if what == "ready") == list(range(WORKERS)), ready
         spawn_seconds = time.monotonic() - started
 
         winners: list[int] = []

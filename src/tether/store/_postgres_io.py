@@ -33,7 +33,6 @@ import contextlib
 import re
 import select
 import threading
-import weakref
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
@@ -41,6 +40,7 @@ from typing import Any, TypeAlias, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.abc import Buffer
+from psycopg.adapt import AdaptersMap
 from psycopg.types.string import (
     StrBinaryDumper,
     StrDumperUnknown,
@@ -79,6 +79,7 @@ Plan: TypeAlias = Generator[Statement, Result, T]
 
 # --- NUL-safe text --------------------------------------------------------------------------
 _ESC = "\ufffe"
+_TEXT_OID = 25
 _UNESCAPE = re.compile(_ESC + "(.)", re.DOTALL)
 
 
@@ -126,12 +127,13 @@ class _TextBinaryLoader(TextBinaryLoader):
         return _unescape(value) if isinstance(value, str) else value
 
 
-def _register_text_adapters(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-    adapters = conn.adapters
+def _use_text_adapters(adapters: AdaptersMap) -> None:
+    # On the cursor's own (copy-on-write) map, so a connection from a pool the caller owns is
+    # left as it was.
     adapters.register_dumper(str, _TextBinaryDumper)
     adapters.register_dumper(str, _TextDumper)  # registered last: the default for str
-    adapters.register_loader("text", _TextLoader)
-    adapters.register_loader("text", _TextBinaryLoader)
+    adapters.register_loader(_TEXT_OID, _TextLoader)
+    adapters.register_loader(_TEXT_OID, _TextBinaryLoader)
 
 
 # --- connection checks ----------------------------------------------------------------------
@@ -328,7 +330,6 @@ class Database:
         self._current: _LoopPool | None = None
         self._lock = threading.Lock()
         self._setup_lock = threading.Lock()
-        self._adapted: weakref.WeakSet[Any] = weakref.WeakSet()
         self.sync_usage = _Usage()
         self.async_usage = _Usage()
 
@@ -453,10 +454,8 @@ class Database:
                 loop.run_until_complete(guard)
 
     # --- running plans --------------------------------------------------------------------
-    def _adapt(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> int:
-        if conn not in self._adapted:
-            _register_text_adapters(conn)
-            self._adapted.add(conn)
+    @staticmethod
+    def _pid(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> int:
         return conn.pgconn.backend_pid
 
     def setup(self) -> None:
@@ -502,7 +501,7 @@ class Database:
         usage = self.sync_usage
         try:
             with self._sync_pool().connection() as conn:
-                pid = self._adapt(conn)
+                pid = self._pid(conn)
                 with self._lock:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
@@ -527,7 +526,7 @@ class Database:
         try:
             pool = await self._open(lp)
             async with pool.connection() as conn:
-                pid = self._adapt(conn)
+                pid = self._pid(conn)
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
@@ -592,6 +591,7 @@ class Database:
 
 def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     cur = conn.cursor(binary=True)
+    _use_text_adapters(cur.adapters)
     try:
         stmt = next(plan)
         while True:
@@ -610,6 +610,7 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
 
 async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     cur = conn.cursor(binary=True)
+    _use_text_adapters(cur.adapters)
     try:
         stmt = next(plan)
         while True:
