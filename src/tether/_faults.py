@@ -3,6 +3,9 @@
 ``TETHER_FAULT="chain.after_commit"`` SIGKILLs the process the first time execution reaches
 that point; ``"chain.after_commit@3"`` on the third time. Several may be given, separated by
 commas. The names are listed in :data:`FAULT_POINTS` and in ``docs/guarantees.md``.
+
+In-process tests may call ``rearm(spec, raise_instead=True)``: the point then raises
+:class:`SimulatedCrash` (a ``BaseException`` no executor catches) instead of killing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ FAULT_POINTS: Final = (
 )
 
 
+class SimulatedCrash(BaseException):
+    """Raised by an armed fault point in place of SIGKILL (``rearm(..., raise_instead=True)``)."""
+
+
 def _parse(spec: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
@@ -37,6 +44,7 @@ def _parse(spec: str) -> dict[str, int]:
 
 _armed: dict[str, int] = _parse(os.environ.get("TETHER_FAULT", ""))
 _hits: dict[str, int] = {}
+_raise_instead = False
 
 
 def fault(name: str) -> None:
@@ -49,11 +57,15 @@ def fault(name: str) -> None:
     hits = _hits.get(name, 0) + 1
     _hits[name] = hits
     if hits == nth:
+        if _raise_instead:
+            raise SimulatedCrash(name)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def rearm(spec: str) -> None:
-    """Arm faults from a spec string (tests in the same process use this)."""
-    global _armed
+def rearm(spec: str, *, raise_instead: bool = False) -> None:
+    """Arm faults from a spec string (tests in the same process use this); with
+    ``raise_instead`` an armed point raises :class:`SimulatedCrash` instead of killing."""
+    global _armed, _raise_instead
     _armed = _parse(spec)
+    _raise_instead = raise_instead
     _hits.clear()

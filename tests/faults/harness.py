@@ -120,6 +120,7 @@ def drive(
     crash: Crash | None = None,
     count_faults: bool = False,
     fork_of: tuple[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
     max_processes: int = 12,
 ) -> Outcome:
     """Run scenario ``kind`` (or a fork of ``fork_of = (execution_id, checkpoint_id)``) to
@@ -131,9 +132,10 @@ def drive(
         "TETHER_TEST_STEPS": str(tmp / f"{eid}.steps"),
         "TETHER_TEST_LEDGER": str(tmp / f"{eid}.ledger"),
     }
+    env = {**files, **(extra_env or {})}
     outcome = Outcome(eid)
     mark = len(stub.log)
-    base = {"db_url": db_url, "stub_url": stub.url, "kind": kind, "eid": eid, "env": files}
+    base = {"db_url": db_url, "stub_url": stub.url, "kind": kind, "eid": eid, "env": env}
     if fork_of is None:
         request: dict[str, Any] = {**base, "verb": "run"}
     else:

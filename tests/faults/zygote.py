@@ -29,6 +29,7 @@ import anthropic  # noqa: F401
 import openai  # noqa: F401
 
 import tether
+from tests.faults.graphs import GRAPH_ENV, build_chain
 from tests.faults.scenarios import input_of, make_runner
 from tether import _faults
 from tether.llm.anthropic import AnthropicMessages
@@ -41,7 +42,7 @@ API_KEY = "sk-matrix-4c1d9e"
 def make_llm_factory(kind: str, stub_url: str) -> Any:
     from tests.faults.scenarios import PROVIDER
 
-    if PROVIDER[kind] == "anthropic":
+    if PROVIDER.get(kind) == "anthropic":
         return lambda: AnthropicMessages(
             "claude-test", api_key=API_KEY, base_url=stub_url, max_retries=0
         )
@@ -58,12 +59,18 @@ def serve_one(req: dict[str, Any]) -> dict[str, Any]:
         _faults.rearm(req.get("fault") or "")
     store = tether.connect(req["db_url"])
     try:
-        runner = make_runner(req["kind"], store, make_llm_factory(req["kind"], req["stub_url"]))
+        if req["kind"] == "random_chain":  # tests.faults.graphs, spec in the environment
+            runner = build_chain(json.loads(os.environ[GRAPH_ENV]), store)
+            start_input: Any = {"x": 1}
+        else:
+            llms = make_llm_factory(req["kind"], req["stub_url"])
+            runner = make_runner(req["kind"], store, llms)
+            start_input = input_of(req["kind"])
         answer = req.get("answer")
         value = None if answer is None else tether.Resume(approved=bool(answer))
         try:
             if req["verb"] == "run":
-                result = runner.run(input_of(req["kind"]), execution_id=req["eid"])
+                result = runner.run(start_input, execution_id=req["eid"])
             elif req["verb"] == "resume":
                 result = runner.resume(req["eid"], value)
             else:
