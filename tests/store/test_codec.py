@@ -34,3 +34,40 @@ def test_deleted_and_replaced_keys():
     _, p1, h1 = _codec.encode_state(None, _codec.encode_keys({"a": [1, 2], "b": 1}))
     _, p2, _ = _codec.encode_state(h1, _codec.encode_keys({"a": [2]}))
     assert _codec.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
+
+
+def test_encode_next_appends_only_the_new_tail_of_a_grown_list():
+    log = ["a" * 10]
+    _, _, h1 = _codec.encode_next(None, {"log": log, "n": 1})
+    grown = [*log, "b"]
+    kind, payload, h2 = _codec.encode_next(h1, {"log": grown, "n": 1})
+    assert kind == "delta" and payload == b'{"a":{"log":["b"]}}'
+    # in-place mutation of an earlier item is still caught (identity differs -> full compare)
+    changed = ["z", "b"]
+    _, payload3, h3 = _codec.encode_next(h2, {"log": changed, "n": 1})
+    assert payload3 == b'{"s":{"log":["z","b"]}}'
+    raw = _codec.replay_state([(1, "full", b'{"log":["aaaaaaaaaa"],"n":1}'),
+                               (2, "delta", payload), (3, "delta", payload3)])
+    assert raw == {"log": ["z", "b"], "n": 1}
+
+
+def test_chunked_lists_join_back_to_the_same_bytes_on_a_full_snapshot():
+    import orjson
+
+    items = [f"item-{i}" for i in range(200)]
+    head, log = None, []
+    for i in range(200):
+        log = [*log, items[i]]
+        kind, payload, head = _codec.encode_next(head, {"log": log}, force_full=(i == 150))
+        if i == 150:
+            assert kind == "full" and orjson.loads(payload) == {"log": items[:151]}
+    assert isinstance(head.keys["log"], _codec.Chunks)
+    assert head.keys["log"].join() == orjson.dumps(items)
+
+
+def test_mutable_items_never_take_the_identity_shortcut():
+    row = {"x": 1}
+    _, _, h1 = _codec.encode_next(None, {"rows": [row]})
+    row["x"] = 2  # mutated in place: same object, different content
+    kind, payload, _ = _codec.encode_next(h1, {"rows": [row, {"y": 3}]})
+    assert payload == b'{"s":{"rows":[{"x":2},{"y":3}]}}'

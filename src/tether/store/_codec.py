@@ -22,7 +22,8 @@ from __future__ import annotations
 import datetime as _dt
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -36,7 +37,7 @@ MIN_ROWS_BETWEEN_FULL: Final = 16
 MAX_ROWS_BETWEEN_FULL: Final = 512
 ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
 REPLAY_FACTOR: Final = 2
-HEAD_CACHE_RUNS: Final = 4096
+HEAD_CACHE_RUNS: Final = 256  # each head holds its run's encoded state
 
 CHECKPOINT_COLUMNS: Final = (
     "checkpoint_id, execution_id, seq, node_id, node_index, step_type, status, state_kind, "
@@ -53,15 +54,54 @@ PENDING_COLUMNS: Final = (
 )
 
 
+class Chunks:
+    """A JSON list held as the encoded arrays it grew by, joined only when a full snapshot or
+    a byte comparison needs it (so appending costs what was appended, not the history)."""
+
+    __slots__ = ("nbytes", "parts")
+    MAX_PARTS: Final = 64
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+        self.nbytes = sum(len(p) for p in parts)
+
+    def grow(self, items: bytes) -> Chunks:
+        """A new value with ``items`` (a JSON array) appended; ``self`` is left as it was."""
+        if len(self.parts) >= self.MAX_PARTS:
+            return Chunks([self.join(), items])
+        grown = Chunks.__new__(Chunks)
+        grown.parts = [*self.parts, items]
+        grown.nbytes = self.nbytes + len(items)
+        return grown
+
+    def join(self) -> bytes:
+        inner = [p[1:-1] for p in self.parts if len(p) > 2]
+        return b"[" + b",".join(inner) + b"]"
+
+
+Encoded = bytes | Chunks
+
+
+def _as_bytes(value: Encoded) -> bytes:
+    return value.join() if isinstance(value, Chunks) else value
+
+
+def _nbytes(value: Encoded) -> int:
+    return value.nbytes if isinstance(value, Chunks) else len(value)
+
+
 @dataclass(slots=True)
 class Head:
     """What the writer remembers of a run's newest row."""
 
     seq: int
     base_seq: int
-    keys: dict[str, bytes]
+    keys: dict[str, Encoded]
     rows_since_full: int
     delta_bytes_since_full: int
+    # For list values made only of immutable scalars: a copy of the list as last encoded. When
+    # the next state's list starts with the very same objects, only the new tail is encoded.
+    sources: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def _is_append(prev: bytes, new: bytes) -> bytes | None:
@@ -95,12 +135,82 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
     return out
 
 
-def _dump_obj(items: dict[str, bytes]) -> bytes:
-    return b"{" + b",".join(orjson.dumps(k) + b":" + v for k, v in items.items()) + b"}"
+_SCALAR_TYPES: Final = frozenset({str, float, bool, type(None)})
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**63 - 1
+
+
+def _scalars_only(items: list[Any]) -> bool:
+    """True when every item is an immutable JSON scalar (so identity implies equal bytes)."""
+    for x in items:
+        t = type(x)
+        if t in _SCALAR_TYPES:
+            continue
+        if t is int and _INT_MIN <= x <= _INT_MAX:
+            continue
+        return False
+    return True
+
+
+def encode_next(
+    head: Head | None, state: dict[str, Any], *, force_full: bool = False
+) -> tuple[str, bytes, Head]:
+    """Encode ``state`` as the row after ``head``: :func:`encode_keys` then
+    :func:`encode_state`, re-encoding only the new tail of lists that grew by appending
+    immutable scalars (so a step's cost follows what it added, not the history).
+
+    Raises:
+        SerializationError: naming ``state["key"]...`` of the first value JSON cannot store.
+    """
+    if type(state) is not dict:
+        raise SerializationError(f"state must be a dict, got {type(state).__name__}", path="state")
+    prev_keys = head.keys if head is not None else {}
+    prev_sources = head.sources if head is not None else {}
+    keys: dict[str, Encoded] = {}
+    hints: dict[str, bytes] = {}
+    sources: dict[str, list[Any]] = {}
+    for k, v in state.items():
+        if type(k) is not str:
+            raise SerializationError(
+                f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
+            )
+        if type(v) is list:
+            src = prev_sources.get(k)
+            if src is not None:
+                n = len(src)
+                if len(v) >= n and (n == 0 or (v[n - 1] is src[n - 1] and all(map(is_, v, src)))):
+                    tail = v[n:]
+                    if not tail:
+                        keys[k] = prev_keys[k]
+                        sources[k] = src
+                        continue
+                    if _scalars_only(tail):
+                        items = orjson.dumps(tail)
+                        prev = prev_keys[k]
+                        base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
+                        keys[k] = base.grow(items)
+                        hints[k] = items
+                        sources[k] = src + tail
+                        continue
+            keys[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
+            if _scalars_only(v):
+                sources[k] = list(v)
+        else:
+            keys[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
+    return encode_state(head, keys, force_full=force_full, appended=hints, sources=sources)
+
+
+def _dump_obj(items: dict[str, bytes] | dict[str, Encoded]) -> bytes:
+    return b"{" + b",".join(orjson.dumps(k) + b":" + _as_bytes(v) for k, v in items.items()) + b"}"
 
 
 def encode_state(
-    head: Head | None, keys: dict[str, bytes], *, force_full: bool = False
+    head: Head | None,
+    keys: dict[str, Encoded],
+    *,
+    force_full: bool = False,
+    appended: dict[str, bytes] | None = None,
+    sources: dict[str, list[Any]] | None = None,
 ) -> tuple[str, bytes, Head]:
     """Choose full or delta for the next row and encode it.
 
@@ -108,6 +218,8 @@ def encode_state(
         head: the run's newest row as the writer knows it, or ``None`` for a run with no rows.
         keys: the new state, encoded per key by :func:`encode_keys`.
         force_full: write a full snapshot regardless of the policy (a fork's first row).
+        appended: keys already known to have grown by these JSON items (no compare needed).
+        sources: list copies to remember for the next row's fast path.
 
     Returns:
         ``(state_kind, payload, new_head)`` where ``state_kind`` is ``"full"`` or ``"delta"``.
@@ -117,16 +229,23 @@ def encode_state(
         sets: dict[str, bytes] = {}
         appends: dict[str, bytes] = {}
         prev = head.keys
+        known = appended or {}
         for k, b in keys.items():
+            app_known = known.get(k)
+            if app_known is not None:
+                appends[k] = app_known
+                continue
             p = prev.get(k)
             if p is None:
-                sets[k] = b
-            elif p is not b and p != b:
-                app = _is_append(p, b)
-                if app is not None:
-                    appends[k] = app
-                else:
-                    sets[k] = b
+                sets[k] = _as_bytes(b)
+            elif p is not b:
+                pb, bb = _as_bytes(p), _as_bytes(b)
+                if pb != bb:
+                    app = _is_append(pb, bb)
+                    if app is not None:
+                        appends[k] = app
+                    else:
+                        sets[k] = bb
         deleted = [k for k in prev if k not in keys]
         parts = []
         if sets:
@@ -138,13 +257,18 @@ def encode_state(
         payload = b"{" + b",".join(parts) + b"}"
         rows = head.rows_since_full + 1
         delta_bytes = head.delta_bytes_since_full + len(payload)
-        full_size = sum(len(b) for b in keys.values()) + 4 * len(keys)
+        full_size = sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
         replay_cost = delta_bytes + ROW_COST_BYTES * rows
         if rows < MAX_ROWS_BETWEEN_FULL and (
             rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * full_size
         ):
-            return "delta", payload, Head(seq, head.base_seq, keys, rows, delta_bytes)
-    return "full", _dump_obj(keys), Head(seq, seq, keys, 0, 0)
+            return (
+                "delta",
+                payload,
+                Head(seq, head.base_seq, keys, rows, delta_bytes, sources or {}),
+            )
+    flat: dict[str, Encoded] = {k: _as_bytes(b) for k, b in keys.items()}
+    return "full", _dump_obj(flat), Head(seq, seq, flat, 0, 0, sources or {})
 
 
 def replay_state(rows: list[tuple[int, str, bytes]]) -> dict[str, Any]:
@@ -195,7 +319,7 @@ def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
 
 def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full: int) -> Head:
     """A writer head for a state read back from the store."""
-    keys = {k: orjson.dumps(v) for k, v in raw.items()}
+    keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
     # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
     # no later than the policy would have written it.
     return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES)

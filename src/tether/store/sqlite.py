@@ -389,13 +389,12 @@ class SQLiteCheckpointer(SyncAsyncMixin):
     def _insert(
         self, conn: sqlite3.Connection, cp: Checkpoint, *, force_full: bool = False
     ) -> _codec.Head:
-        keys = _codec.encode_keys(cp.state_snapshot)
         node_input = _codec.dump_json(cp.node_input, "node_input")
         node_output = _codec.dump_json(cp.node_output, "node_output")
         counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
         context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
         head = self._head(conn, cp.execution_id)
-        kind, payload, new_head = _codec.encode_state(head, keys, force_full=force_full)
+        kind, payload, new_head = _codec.encode_next(head, cp.state_snapshot, force_full=force_full)
         cp.seq = new_head.seq
         cp.checkpoint_id = cp.checkpoint_id or new_id()
         now = _now()
