@@ -94,6 +94,16 @@ class Checkpoint:
     seq: int = 0
     created_at: _dt.datetime | None = None
 
+    def __post_init__(self) -> None:
+        # Resume branches on these: a row it cannot classify (a newer or broken writer's) must
+        # be refused, never read as "completed" (the store maps this to CorruptRecordError).
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r} (known: {sorted(STATUSES)})")
+        if self.step_type not in STEP_TYPES:
+            raise ValueError(
+                f"unknown step_type {self.step_type!r} (known: {sorted(STEP_TYPES)})"
+            )
+
     @property
     def is_run_end(self) -> bool:
         """True for the terminal tombstone, which addresses no node."""
