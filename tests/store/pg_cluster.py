@@ -7,8 +7,10 @@ the ``postgres`` system user (``runuser``), and the directory is handed to that 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -26,6 +28,14 @@ def find_bindir() -> str | None:
             return d
     found = shutil.which("pg_ctl")
     return os.path.dirname(found) if found else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _free_port() -> int:
@@ -109,6 +119,44 @@ class Cluster:
     def stop(self, mode: str = "fast") -> None:
         self._run(f"{self.bindir}/pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
+    def crash(self) -> None:
+        """Stop like a crash: ``pg_ctl stop -m immediate`` (backends get SIGQUIT, no shutdown
+        checkpoint). Should the postmaster not be gone within 20 s (seen once on a loaded
+        machine), SIGKILL it and its children, which is a crash all the same."""
+        try:
+            self._run(
+                f"{self.bindir}/pg_ctl",
+                "-D",
+                str(self.data),
+                "-m",
+                "immediate",
+                "-w",
+                "-t",
+                "20",
+                "stop",
+                timeout=30,
+            )
+        except (RuntimeError, subprocess.TimeoutExpired):
+            self._kill_all()
+
+    def _kill_all(self) -> None:
+        try:
+            postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        children = subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True
+        ).stdout.split()
+        pids = [postmaster, *map(int, children)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            (self.data / "postmaster.pid").unlink()
+
     def is_running(self) -> bool:
         return (self.data / "postmaster.pid").exists()
 
@@ -129,8 +177,5 @@ class Cluster:
 
     def destroy(self) -> None:
         if self.is_running():
-            try:
-                self.stop("immediate")
-            except Exception:
-                pass
+            self.crash()
         shutil.rmtree(self.root, ignore_errors=True)

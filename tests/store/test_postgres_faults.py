@@ -149,7 +149,7 @@ def test_server_stopped_mid_step_fails_clearly_commits_nothing_and_resume_comple
             ).fetchone(),
             what="step b's insert to stall",
         )[0]
-        cluster.stop("immediate")  # like a crash: no clean shutdown of the backends
+        cluster.crash()  # pg_ctl stop -m immediate: no clean shutdown of the backends
         runner.join(30)
         assert not runner.is_alive()
 
