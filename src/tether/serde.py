@@ -41,7 +41,19 @@ import orjson
 
 from .errors import CorruptRecordError, SerializationError
 
-__all__ = ["canonical_dumps", "dumps", "from_jsonable", "loads", "to_jsonable"]
+__all__ = ["FrozenDict", "canonical_dumps", "dumps", "from_jsonable", "loads", "to_jsonable"]
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A dict its owner promises never to mutate once it is part of a run's state.
+
+    Stored and read back as a plain dict. The delta encoder may then treat the same object
+    reappearing in a grown list as already stored (an agent's message history), instead of
+    encoding the whole history again on every row.
+    """
+
+    __slots__ = ()
+
 
 TAG = "__tether__"
 _NATIVE = (str, int, float, bool, type(None))

@@ -71,3 +71,17 @@ def test_mutable_items_never_take_the_identity_shortcut():
     row["x"] = 2  # mutated in place: same object, different content
     kind, payload, _ = _codec.encode_next(h1, {"rows": [row, {"y": 3}]})
     assert payload == b'{"s":{"rows":[{"x":2},{"y":3}]}}'
+
+
+def test_frozen_dicts_take_the_identity_shortcut_and_read_back_as_dicts():
+    from tether.serde import FrozenDict
+
+    m1, m2 = FrozenDict(role="user", content="hi"), FrozenDict(role="assistant", content="yo")
+    _, _, h1 = _codec.encode_next(None, {"messages": [m1]})
+    kind, payload, _ = _codec.encode_next(h1, {"messages": [m1, m2]})
+    assert payload == b'{"a":{"messages":[{"role":"assistant","content":"yo"}]}}'
+    raw = _codec.replay_state([(1, "full", b'{"messages":[{"role":"user","content":"hi"}]}'),
+                               (2, kind, payload)])
+    state = _codec.decode_state(raw)
+    assert state == {"messages": [dict(m1), dict(m2)]}
+    assert type(state["messages"][0]) is dict

@@ -36,6 +36,7 @@ from ..errors import InterruptSignal, StoreError
 from ..interrupt import InterruptScope, Resume, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
+from ..serde import FrozenDict
 from ._nested import OUTER_KEY, ChildPaused, EndLoop, ToolStep, outer_frames, tool_step_scope
 from .errors import MaxTurnsExceeded, OutputValidationError
 from .tool import ToolArgumentsError
@@ -168,6 +169,7 @@ class _Loop:
         self.cursor = cursor
         self.outermost = outermost
         self.messages = list(cursor.messages)
+        self._dicts: list[FrozenDict] = []
         self.turn = cursor.turn
         self.usage = cursor.usage
         self.owner = cursor.claim_owner
@@ -175,7 +177,14 @@ class _Loop:
         self.outer = outer_frames()
 
     def _state(self) -> dict[str, Any]:
-        state = state_of(self.messages, self.turn, self.usage)
+        # The history only grows: convert each message once and hand the store the same
+        # frozen dicts every row, so its delta encoder stores and encodes only the new ones.
+        dicts = self._dicts
+        if len(dicts) > len(self.messages):
+            dicts.clear()
+        for m in self.messages[len(dicts) :]:
+            dicts.append(FrozenDict(m.to_dict()))
+        state = {"messages": list(dicts), "turn": self.turn, "usage": self.usage.to_dict()}
         if self.outer:  # nested: the enclosing runners' frames (see tether.agent._nested)
             state[OUTER_KEY] = self.outer
         return state

@@ -141,10 +141,11 @@ _INT_MAX: Final = 2**63 - 1
 
 
 def _scalars_only(items: list[Any]) -> bool:
-    """True when every item is an immutable JSON scalar (so identity implies equal bytes)."""
+    """True when every item is an immutable JSON scalar or a :class:`~tether.serde.FrozenDict`
+    (so the same object always encodes to the same bytes)."""
     for x in items:
         t = type(x)
-        if t in _SCALAR_TYPES:
+        if t in _SCALAR_TYPES or t is serde.FrozenDict:
             continue
         if t is int and _INT_MIN <= x <= _INT_MAX:
             continue
@@ -185,7 +186,7 @@ def encode_next(
                         sources[k] = src
                         continue
                     if _scalars_only(tail):
-                        items = orjson.dumps(tail)
+                        items = orjson.dumps(serde.to_jsonable(tail, f'state["{k}"]'))
                         prev = prev_keys[k]
                         base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
                         keys[k] = base.grow(items)
