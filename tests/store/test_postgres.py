@@ -257,6 +257,49 @@ def test_a_pool_passed_in_serves_the_sync_methods_and_is_left_open(pg_schema):
         store.close()
 
 
+def _use_inherited_store(store, out) -> None:
+    from tether.store import _postgres_io
+
+    try:
+        store.create_run(RunRecord("from-child", "c", "chain"))
+        out.put(asyncio.run(store.aget_run("from-child")).runner_name)
+        store.close()
+        # What finalizing the inherited connections (at interpreter exit) would do.
+        for sync, loops in _postgres_io._FORK_ORPHANS:
+            pools = [lp.pool for lp in loops.values()] + ([sync] if sync else [])
+            for pool in pools:
+                for conn in list(pool._pool):
+                    conn.pgconn.finish()
+    except BaseException as exc:
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_forked_child_opens_its_own_connections_and_leaves_the_parents_alone(pg_schema, admin):
+    import multiprocessing as mp
+
+    from tether.store.postgres import PostgresCheckpointer
+
+    app = f"tether-fork-{uuid.uuid4().hex[:6]}"
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema, application_name=app)
+    try:
+        store.create_run(RunRecord("from-parent", "c", "chain"))
+        parents = _backends(admin, app)
+        assert len(parents) == 1  # the sync pool's connection
+        ctx = mp.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=_use_inherited_store, args=(store, out))
+        child.start()
+        assert out.get(timeout=30) == "c"
+        child.join(30)
+        assert child.exitcode == 0
+        # The child neither used nor closed the parent's connection: it is still there.
+        assert parents <= _backends(admin, app)
+        assert store.get_run("from-child").runner_name == "c"
+        assert _backends(admin, app) & parents
+    finally:
+        store.close()
+
+
 def test_sync_verbs_called_repeatedly_do_not_leak_connections(pg_schema, admin):
     from tether.store.postgres import PostgresCheckpointer
 

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import select
 import threading
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
@@ -287,6 +289,38 @@ async def _guard(pool: AsyncConnectionPool[Any]) -> None:
             await pool.close()
 
 
+_DATABASES: weakref.WeakSet[Database] = weakref.WeakSet()
+_FORK_ORPHANS: list[Any] = []
+
+
+def _forget_pools_after_fork() -> None:
+    # A forked child shares its parent's sockets, and the pools' worker threads did not
+    # survive the fork. The child must neither use nor close what it inherited: closing sends
+    # the server a Terminate message, ending the parent's session. So the child points its
+    # copies of the sockets at /dev/null (the parent's are untouched), keeps the objects
+    # alive, and opens its own pools on first use.
+    conns: list[Any] = []
+    for db in list(_DATABASES):
+        sync, loops = db._forget()
+        _FORK_ORPHANS.append((sync, loops))
+        pools = [lp.pool for lp in loops.values()] + ([sync] if sync is not None else [])
+        for pool in pools:
+            conns.extend(getattr(pool, "_pool", ()))
+    if not conns:
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                os.dup2(devnull, conn.pgconn.socket)
+    finally:
+        os.close(devnull)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_after_fork)
+
+
 class Database:
     """A sync pool and per-event-loop async pools to one PostgreSQL database.
 
@@ -332,6 +366,18 @@ class Database:
         self._setup_lock = threading.Lock()
         self.sync_usage = _Usage()
         self.async_usage = _Usage()
+        _DATABASES.add(self)
+
+    def _forget(self) -> tuple[ConnectionPool[Any] | None, dict[Any, _LoopPool]]:
+        """Drop the pools this object opened, without closing them (in a forked child)."""
+        dropped = (self._sync if self._own_sync else None, self._loops)
+        self._lock = threading.Lock()
+        self._setup_lock = threading.Lock()
+        self._sync = None if self._own_sync else self._sync
+        self._sync_opened = not self._own_sync
+        self._loops = {}
+        self._current = None
+        return dropped
 
     # --- pools ----------------------------------------------------------------------------
     def _sync_pool(self) -> ConnectionPool[Any]:
