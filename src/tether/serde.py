@@ -301,7 +301,7 @@ def dumps(value: Any, path: str = "value") -> bytes:
     """
     try:
         return orjson.dumps(to_jsonable(value, path))
-    except orjson.JSONEncodeError as exc:  # pragma: no cover - to_jsonable caught the cases
+    except orjson.JSONEncodeError as exc:  # e.g. a str with a lone surrogate
         raise SerializationError(f"{path} cannot be encoded as JSON: {exc}", path=path) from exc
 
 

@@ -131,7 +131,7 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
             raise SerializationError(
                 f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
             )
-        out[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
+        out[k] = serde.dumps(v, f'state["{k}"]')
     return out
 
 
@@ -186,18 +186,18 @@ def encode_next(
                         sources[k] = src
                         continue
                     if _scalars_only(tail):
-                        items = orjson.dumps(serde.to_jsonable(tail, f'state["{k}"]'))
+                        items = serde.dumps(tail, f'state["{k}"]')
                         prev = prev_keys[k]
                         base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
                         keys[k] = base.grow(items)
                         hints[k] = items
                         sources[k] = src + tail
                         continue
-            keys[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
+            keys[k] = serde.dumps(v, f'state["{k}"]')
             if _scalars_only(v):
                 sources[k] = list(v)
         else:
-            keys[k] = orjson.dumps(serde.to_jsonable(v, f'state["{k}"]'))
+            keys[k] = serde.dumps(v, f'state["{k}"]')
     return encode_state(head, keys, force_full=force_full, appended=hints, sources=sources)
 
 
