@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.faults.conftest import FULL_MATRIX
 from tests.faults.graphs import GRAPH_ENV, build_chain, graph_specs
 from tests.faults.harness import Crash, drive
 from tests.faults.scenarios import read_lines
@@ -37,8 +36,9 @@ IN_PROCESS_POINTS = (
     "idempotent.after_cache",
     "run.before_end",
 )
-MAX_EXAMPLES = 1000 if FULL_MATRIX else 100
-SIGKILL_EXAMPLES = 100 if FULL_MATRIX else 10
+EXAMPLES, FULL_EXAMPLES = 100, 1000
+SIGKILL_EXAMPLES, FULL_SIGKILL_EXAMPLES = 10, 100
+QUIET = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 later_crashes = st.lists(
     st.tuples(st.sampled_from(IN_PROCESS_POINTS), st.integers(1, 3)), min_size=0, max_size=2
@@ -115,10 +115,12 @@ def _files(tmp: Path, name: str) -> dict[str, str]:
             "TETHER_TEST_LEDGER": str(tmp / f"{name}.ledger")}
 
 
-@settings(max_examples=MAX_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(spec=graph_specs(), answers=answer_lists, later=later_crashes, data=st.data())
-def test_resume_after_any_crashes_reaches_the_crash_free_final_state(
+in_process_examples = given(
+    spec=graph_specs(), answers=answer_lists, later=later_crashes, data=st.data()
+)
+
+
+def check_in_process(
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     spec: dict[str, Any],
@@ -153,6 +155,24 @@ def test_resume_after_any_crashes_reaches_the_crash_free_final_state(
         assert 1 <= count <= 1 + min(after_effect, crashes), key
 
 
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=QUIET)
+@in_process_examples
+def test_resume_after_any_crashes_reaches_the_crash_free_final_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, **kw: Any
+) -> None:
+    check_in_process(tmp_path_factory, monkeypatch, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@settings(max_examples=FULL_EXAMPLES, deadline=None, suppress_health_check=QUIET)
+@in_process_examples
+def test_resume_after_any_crashes_reaches_the_crash_free_final_state_full(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, **kw: Any
+) -> None:
+    check_in_process(tmp_path_factory, monkeypatch, **kw)
+
+
 @pytest.fixture
 def sigkill_env(fork_server, policy_stub, tmp_path):  # type: ignore[no-untyped-def]
     db = tmp_path / "t.db"
@@ -161,12 +181,10 @@ def sigkill_env(fork_server, policy_stub, tmp_path):  # type: ignore[no-untyped-
     store.close()
 
 
-@settings(max_examples=SIGKILL_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(spec=graph_specs(max_nodes=5), data=st.data())
-def test_sigkill_at_a_random_point_of_a_random_graph_then_resume_matches(
-    sigkill_env: Any, spec: dict[str, Any], data: st.DataObject
-) -> None:
+sigkill_examples = given(spec=graph_specs(max_nodes=5), data=st.data())
+
+
+def check_sigkill(sigkill_env: Any, spec: dict[str, Any], data: st.DataObject) -> None:
     server, stub, store, url, tmp = sigkill_env
     env = {GRAPH_ENV: json.dumps(spec)}
     base = drive(server, stub, store, url, "random_chain", tmp, extra_env=env,
@@ -183,3 +201,21 @@ def test_sigkill_at_a_random_point_of_a_random_graph_then_resume_matches(
     assert sum((got.steps - base.steps).values()) <= got.crashes
     assert set(got.ledger) == set(base.ledger)
     assert all(c == 1 for c in got.ledger.values()) or point == "idempotent.after_effect"
+
+
+@settings(max_examples=SIGKILL_EXAMPLES, deadline=None, suppress_health_check=QUIET)
+@sigkill_examples
+def test_sigkill_at_a_random_point_of_a_random_graph_then_resume_matches(
+    sigkill_env: Any, **kw: Any
+) -> None:
+    check_sigkill(sigkill_env, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@settings(max_examples=FULL_SIGKILL_EXAMPLES, deadline=None, suppress_health_check=QUIET)
+@sigkill_examples
+def test_sigkill_at_a_random_point_of_a_random_graph_then_resume_matches_full(
+    sigkill_env: Any, **kw: Any
+) -> None:
+    check_sigkill(sigkill_env, **kw)
