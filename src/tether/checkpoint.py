@@ -100,9 +100,7 @@ class Checkpoint:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r} (known: {sorted(STATUSES)})")
         if self.step_type not in STEP_TYPES:
-            raise ValueError(
-                f"unknown step_type {self.step_type!r} (known: {sorted(STEP_TYPES)})"
-            )
+            raise ValueError(f"unknown step_type {self.step_type!r} (known: {sorted(STEP_TYPES)})")
 
     @property
     def is_run_end(self) -> bool:
