@@ -170,7 +170,8 @@ def drive(
         role = answered if give else -1
         request = {**base, "verb": "resume", "answer": True if give else None}
     outcome.steps = Counter(read_lines(files["TETHER_TEST_STEPS"]))
-    outcome.ledger = Counter(line.split(" ", 1)[1] for line in
-                             read_lines(files["TETHER_TEST_LEDGER"]))
+    outcome.ledger = Counter(
+        line.split(" ", 1)[1] for line in read_lines(files["TETHER_TEST_LEDGER"])
+    )
     outcome.requests = stub.bodies_since(mark)
     return outcome

@@ -256,8 +256,9 @@ def make_runner(kind: str, store: Checkpointer, make_llm: Any) -> Any:
     if kind == "chain":
         return orders_chain(store)
     if kind == "chain_with_agent":
-        return orders_chain(store, _agent("solo", SOLO_PROMPT, [lookup, refund, approve],
-                                          make_llm(), store))
+        return orders_chain(
+            store, _agent("solo", SOLO_PROMPT, [lookup, refund, approve], make_llm(), store)
+        )
     if kind == "agent_one_tool":
         return _agent("solo", SOLO_PROMPT, [lookup, refund, approve], make_llm(), store)
     if kind == "agent_many_tools":
@@ -265,16 +266,23 @@ def make_runner(kind: str, store: Checkpointer, make_llm: Any) -> Any:
     if kind == "swarm":
         triage = _agent("triage", TRIAGE_PROMPT, [lookup], make_llm(), store)
         billing = _agent("billing", BILLING_PROMPT, [refund, approve, add], make_llm(), store)
-        return Swarm("desk", [triage, billing], entrypoint="triage", checkpointer=store,
-                     claim_lease_seconds=30)
+        return Swarm(
+            "desk",
+            [triage, billing],
+            entrypoint="triage",
+            checkpointer=store,
+            claim_lease_seconds=30,
+        )
     if kind == "supervisor":
         research = _agent("researcher", RESEARCH_PROMPT, [lookup], make_llm(), store)
         approver = _agent("approver", APPROVER_PROMPT, [refund, approve], make_llm(), store)
         return Supervisor(
             "boss",
             llm=make_llm(),
-            workers=[Worker(research, "research", "looks orders up"),
-                     Worker(approver, "approve", "refunds with approval")],
+            workers=[
+                Worker(research, "research", "looks orders up"),
+                Worker(approver, "approve", "refunds with approval"),
+            ],
             system_prompt=BOSS_PROMPT,
             checkpointer=store,
             claim_lease_seconds=30,

@@ -101,22 +101,35 @@ def baseline(ctx: Any, backend: str, kind: str, fork: bool) -> Baseline:
             source = drive(ctx.fork_server, ctx.policy_stub, store, url, kind, ctx.tmp)
             row = fork_source_row(kind, store.list(source.execution_id))
             fork_of = (source.execution_id, row.checkpoint_id)
-        out = drive(ctx.fork_server, ctx.policy_stub, store, url, kind, ctx.tmp,
-                    count_faults=True, fork_of=fork_of)
+        out = drive(
+            ctx.fork_server,
+            ctx.policy_stub,
+            store,
+            url,
+            kind,
+            ctx.tmp,
+            count_faults=True,
+            fork_of=fork_of,
+        )
         last = store.get_last(out.execution_id)
-        _baselines[key] = Baseline(out, _rows(store, out.execution_id), last.state_snapshot,
-                                   fork_of)
+        _baselines[key] = Baseline(
+            out, _rows(store, out.execution_id), last.state_snapshot, fork_of
+        )
     return _baselines[key]
 
 
 def positions(base: Baseline, point: str) -> list[tuple[int, int]]:
     """Every ``(role, n)`` at which ``point`` is reached in the crash-free run."""
-    return [(role, n) for role, hits in enumerate(base.outcome.hits_by_role)
-            for n in range(1, hits.get(point, 0) + 1)]
+    return [
+        (role, n)
+        for role, hits in enumerate(base.outcome.hits_by_role)
+        for n in range(1, hits.get(point, 0) + 1)
+    ]
 
 
-def assert_same_as_baseline(ctx: Any, backend: str, base: Baseline, got: Outcome,
-                            point: str) -> None:
+def assert_same_as_baseline(
+    ctx: Any, backend: str, base: Baseline, got: Outcome, point: str
+) -> None:
     store, _ = ctx.matrix_store(backend)
     where = f"{got.execution_id} ({point}, {got.crashes} crash(es))"
     assert got.crashes >= 1, f"{where}: the fault never fired"
@@ -172,8 +185,16 @@ def ctx(fork_server, policy_stub, matrix_store, tmp_path) -> Ctx:  # type: ignor
 def run_crash(ctx: Ctx, backend: str, kind: str, fork: bool, crash: Crash) -> None:
     base = baseline(ctx, backend, kind, fork)
     store, url = ctx.matrix_store(backend)
-    got = drive(ctx.fork_server, ctx.policy_stub, store, url, kind, ctx.tmp, crash=crash,
-                fork_of=base.fork_of)
+    got = drive(
+        ctx.fork_server,
+        ctx.policy_stub,
+        store,
+        url,
+        kind,
+        ctx.tmp,
+        crash=crash,
+        fork_of=base.fork_of,
+    )
     assert_same_as_baseline(ctx, backend, base, got, crash.point)
 
 
@@ -224,4 +245,3 @@ def test_a_crash_free_run_hits_each_point_the_table_lists_and_no_other(ctx: Ctx)
         base = baseline(ctx, "sqlite", kind, fork)
         reached = {p for hits in base.outcome.hits_by_role for p, n in hits.items() if n}
         assert reached == set(points_of(kind, fork)), _sid(kind, fork)
-

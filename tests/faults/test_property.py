@@ -111,8 +111,10 @@ def effects(files: dict[str, str]) -> tuple[Counter[str], Counter[str]]:
 
 
 def _files(tmp: Path, name: str) -> dict[str, str]:
-    return {"TETHER_TEST_STEPS": str(tmp / f"{name}.steps"),
-            "TETHER_TEST_LEDGER": str(tmp / f"{name}.ledger")}
+    return {
+        "TETHER_TEST_STEPS": str(tmp / f"{name}.steps"),
+        "TETHER_TEST_LEDGER": str(tmp / f"{name}.ledger"),
+    }
 
 
 in_process_examples = given(
@@ -187,16 +189,40 @@ sigkill_examples = given(spec=graph_specs(max_nodes=5), data=st.data())
 def check_sigkill(sigkill_env: Any, spec: dict[str, Any], data: st.DataObject) -> None:
     server, stub, store, url, tmp = sigkill_env
     env = {GRAPH_ENV: json.dumps(spec)}
-    base = drive(server, stub, store, url, "random_chain", tmp, extra_env=env,
-                 max_processes=100, count_faults=True)
-    spots = [(role, p, n) for role, h in enumerate(base.hits_by_role) for p, c in h.items()
-             for n in range(1, c + 1)]
+    base = drive(
+        server,
+        stub,
+        store,
+        url,
+        "random_chain",
+        tmp,
+        extra_env=env,
+        max_processes=100,
+        count_faults=True,
+    )
+    spots = [
+        (role, p, n)
+        for role, h in enumerate(base.hits_by_role)
+        for p, c in h.items()
+        for n in range(1, c + 1)
+    ]
     role, point, n = data.draw(st.sampled_from(spots))
-    got = drive(server, stub, store, url, "random_chain", tmp, extra_env=env, max_processes=100,
-                crash=Crash(point, n, role))
+    got = drive(
+        server,
+        stub,
+        store,
+        url,
+        "random_chain",
+        tmp,
+        extra_env=env,
+        max_processes=100,
+        crash=Crash(point, n, role),
+    )
     assert got.crashes == 1
-    assert store.get_last(got.execution_id).state_snapshot == store.get_last(
-        base.execution_id).state_snapshot
+    assert (
+        store.get_last(got.execution_id).state_snapshot
+        == store.get_last(base.execution_id).state_snapshot
+    )
     assert not base.steps - got.steps
     assert sum((got.steps - base.steps).values()) <= got.crashes
     assert set(got.ledger) == set(base.ledger)

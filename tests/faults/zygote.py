@@ -46,8 +46,7 @@ def make_llm_factory(kind: str, stub_url: str) -> Any:
         return lambda: AnthropicMessages(
             "claude-test", api_key=API_KEY, base_url=stub_url, max_retries=0
         )
-    return lambda: OpenAIChat("gpt-test", api_key=API_KEY, base_url=stub_url + "/v1",
-                              max_retries=0)
+    return lambda: OpenAIChat("gpt-test", api_key=API_KEY, base_url=stub_url + "/v1", max_retries=0)
 
 
 def serve_one(req: dict[str, Any]) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 HOSTILE = {
-    "quotes": "o'brien \"quoted\" `back`",
+    "quotes": 'o\'brien "quoted" `back`',
     "sql": "x'); DROP TABLE runs; --",
-    "sql_pg": "x\"; DROP SCHEMA public CASCADE; --",
+    "sql_pg": 'x"; DROP SCHEMA public CASCADE; --',
     "percent": "100% %s %(name)s %% {0} {t}",
     "nul": "before\x00after",
     "backslash": "C:\\path\\n\\x00 \\'",

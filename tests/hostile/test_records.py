@@ -81,8 +81,10 @@ def test_a_checkpoint_with_corrupt_json_is_a_corrupt_record_error_and_other_rows
     chain = paused_chain(store)
     eid = chain.run({}).execution_id
     sql = raw_sql(store)
-    sql(f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2",
-        (b"{not json", eid))
+    sql(
+        f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2",
+        (b"{not json", eid),
+    )
     before = counts(store)
     with pytest.raises(CorruptRecordError):
         paused_chain(reopen(store)).resume(eid, Resume(True))
@@ -92,8 +94,9 @@ def test_a_checkpoint_with_corrupt_json_is_a_corrupt_record_error_and_other_rows
 
 
 def store_first_id(store: Any, eid: str) -> str:
-    return raw_sql(store)("SELECT checkpoint_id FROM {t}checkpoints WHERE execution_id = ? "
-                          "AND seq = 1", (eid,))[0][0]
+    return raw_sql(store)(
+        "SELECT checkpoint_id FROM {t}checkpoints WHERE execution_id = ? AND seq = 1", (eid,)
+    )[0][0]
 
 
 def reopen(store: Any) -> Any:
@@ -122,8 +125,10 @@ def test_a_database_from_a_newer_schema_version_is_refused_and_left_intact(store
     chain = paused_chain(store)
     eid = chain.run({}).execution_id
     sql = raw_sql(store)
-    sql("INSERT INTO {t}tether_schema (version, applied_at) VALUES (99, "
-        + ("0)" if hasattr(store, "path") else "now())"))
+    sql(
+        "INSERT INTO {t}tether_schema (version, applied_at) VALUES (99, "
+        + ("0)" if hasattr(store, "path") else "now())")
+    )
     before = counts(store)
     with pytest.raises(SchemaVersionError) as info:
         reopen(store).get_run(eid)  # Postgres checks on first use, SQLite on open
@@ -140,8 +145,9 @@ def test_a_row_with_a_status_or_step_type_this_tether_does_not_know_is_refused(
     # "completed" would re-run or skip a step on the strength of a row it cannot read.
     chain = paused_chain(store)
     eid = chain.run({}).execution_id
-    raw_sql(store)(f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2",
-                   (value, eid))
+    raw_sql(store)(
+        f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2", (value, eid)
+    )
     other = reopen(store)
     before = counts(store)
     with pytest.raises(CorruptRecordError, match=value):

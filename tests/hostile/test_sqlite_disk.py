@@ -23,8 +23,11 @@ IS_ROOT = os.geteuid() == 0
 def _mount(target: Path, options: str) -> str | None:
     """Mount a tmpfs at ``target``; returns why not, or None."""
     target.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
+        capture_output=True,
+        text=True,
+    )
     return None if proc.returncode == 0 else (proc.stderr.strip() or "mount failed")
 
 

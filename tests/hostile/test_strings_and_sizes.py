@@ -58,8 +58,12 @@ def test_hostile_strings_round_trip_through_run_pause_resume_and_fork(
     assert list(store.list_idempotent(eid).values()) == [f"key {text}"]
 
     first_row = store.list(eid)[0]
-    branch = chain.fork(eid, first_row.checkpoint_id, new_execution_id=f"fork {text}",
-                        state_updates={text: "changed"})
+    branch = chain.fork(
+        eid,
+        first_row.checkpoint_id,
+        new_execution_id=f"fork {text}",
+        state_updates={text: "changed"},
+    )
     assert branch.status == "paused" and branch.execution_id == f"fork {text}"
     assert store.get_run(f"fork {text}").parent_checkpoint_id == first_row.checkpoint_id
     assert store.get_last(eid).state_snapshot[text] == text  # the original is untouched

@@ -12,7 +12,7 @@ from tether.testing import ScriptedLLM
 INJECTIONS = (
     "' OR '1'='1",
     "x'); DROP TABLE runs; --",
-    "x\"; DROP TABLE checkpoints; --",
+    'x"; DROP TABLE checkpoints; --',
     "1; DELETE FROM pending_interrupts WHERE 1=1; --",
     "%s%s%s %(x)s %% {schema}",
     "\\'; TRUNCATE idempotency_cache; --\x00",
@@ -43,5 +43,9 @@ def injection_chain(store: Checkpointer | None, text: str = "plain") -> Chain:
 
 def injection_agent(store: Checkpointer, text: str) -> Agent:
     name = f"agent {text}".replace("/", "|")
-    return Agent(name, llm=ScriptedLLM([f"answer {text}"], resume_aware=True),
-                 system_prompt=text, checkpointer=store)
+    return Agent(
+        name,
+        llm=ScriptedLLM([f"answer {text}"], resume_aware=True),
+        system_prompt=text,
+        checkpointer=store,
+    )

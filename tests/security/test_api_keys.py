@@ -36,12 +36,10 @@ def make_llm(provider: str, stub: StubServer) -> Any:
     if provider == "openai":
         from tether.llm.openai import OpenAIChat
 
-        return OpenAIChat("gpt-test", api_key=OPENAI_KEY, base_url=stub.url + "/v1",
-                          max_retries=0)
+        return OpenAIChat("gpt-test", api_key=OPENAI_KEY, base_url=stub.url + "/v1", max_retries=0)
     from tether.llm.anthropic import AnthropicMessages
 
-    return AnthropicMessages("claude-test", api_key=ANTHROPIC_KEY, base_url=stub.url,
-                             max_retries=0)
+    return AnthropicMessages("claude-test", api_key=ANTHROPIC_KEY, base_url=stub.url, max_retries=0)
 
 
 def stored_bytes(store: Any, tmp_path: Path) -> bytes:
@@ -52,8 +50,9 @@ def stored_bytes(store: Any, tmp_path: Path) -> bytes:
     for table in TABLES:
         for row in sql(f"SELECT * FROM {{t}}{table}"):
             for value in row:
-                out.append(bytes(value) if isinstance(value, bytes | memoryview)
-                           else str(value).encode())
+                out.append(
+                    bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
+                )
     return b"\n".join(out)
 
 
@@ -61,14 +60,21 @@ def stored_bytes(store: Any, tmp_path: Path) -> bytes:
 def test_api_keys_never_reach_a_checkpoint(
     store: Any, tmp_path: Path, stub: StubServer, provider: str
 ) -> None:
-    stub.script([
-        {"tool_calls": [{"name": "approve", "arguments": {"amount": 9}}]},
-        {"text": "done"},
-        {"status": 500, "error": "upstream down"},
-        {"text": "forked"},
-    ])
-    agent = Agent("keyed", llm=make_llm(provider, stub), tools=[approve],
-                  system_prompt="Be brief.", checkpointer=store)
+    stub.script(
+        [
+            {"tool_calls": [{"name": "approve", "arguments": {"amount": 9}}]},
+            {"text": "done"},
+            {"status": 500, "error": "upstream down"},
+            {"text": "forked"},
+        ]
+    )
+    agent = Agent(
+        "keyed",
+        llm=make_llm(provider, stub),
+        tools=[approve],
+        system_prompt="Be brief.",
+        checkpointer=store,
+    )
     assert agent.run("refund 9", execution_id="k1").status == "paused"
     assert agent.resume("k1", Resume(True)).status == "completed"
     failed = agent.run("again", execution_id="k2")

@@ -44,8 +44,12 @@ def test_injection_strings_through_runner_verbs_are_plain_text(
         done = chain.resume(eid, Resume(True, data=text, metadata={text: text}))
         assert done.output[f"approved {text}"] is True and done.output["effect"] == text
         assert store.get_idempotent(eid, f"key {text}") == (True, text)
-        branch = chain.fork(eid, store.list(eid)[0].checkpoint_id,
-                            new_execution_id=f"{text} fork{i}", state_updates={text: "what-if"})
+        branch = chain.fork(
+            eid,
+            store.list(eid)[0].checkpoint_id,
+            new_execution_id=f"{text} fork{i}",
+            state_updates={text: "what-if"},
+        )
         assert branch.status == "paused"
         agent = injection_agent(store, text)
         assert agent.run(text, execution_id=f"{text} agent{i}").output == f"answer {text}"
@@ -91,8 +95,19 @@ def test_injection_strings_through_cli_arguments_change_nothing(
         assert snapshot(store) == bystanders["rows"], text
     # a hostile note and data on a real answer are stored as given
     note = INJECTIONS[1]
-    code = main(["approve", "bystander-paused", "--note", note, "--data",
-                 '{"q": "\'; DROP TABLE runs; --"}', *app, "--db", db_url])
+    code = main(
+        [
+            "approve",
+            "bystander-paused",
+            "--note",
+            note,
+            "--data",
+            '{"q": "\'; DROP TABLE runs; --"}',
+            *app,
+            "--db",
+            db_url,
+        ]
+    )
     assert code == 0
     assert store.get_run("bystander-paused").status == "completed"
     assert all(counts(store)[t] >= 1 for t in ("runs", "checkpoints", "tether_schema"))

@@ -20,8 +20,17 @@ from tether import serde
 from tether.errors import CorruptRecordError
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tether"
-FORBIDDEN_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill",
-                     "cloudpickle", "jsonpickle", "copyreg"}
+FORBIDDEN_MODULES = {
+    "pickle",
+    "cPickle",
+    "_pickle",
+    "marshal",
+    "shelve",
+    "dill",
+    "cloudpickle",
+    "jsonpickle",
+    "copyreg",
+}
 FORBIDDEN_BUILTINS = {"eval", "exec", "compile", "__import__", "execfile"}
 UNSAFE_YAML = {"load", "load_all", "unsafe_load", "unsafe_load_all", "full_load"}
 # importlib.import_module call sites, and why the module name is not stored data.
@@ -70,14 +79,19 @@ def _findings(path: Path, root: Path = SRC) -> list[str]:
 
 
 def test_source_never_unpickles_evals_or_execs_anything() -> None:
-    findings = [f for path in _modules() for f in _findings(path)
-                if not f.endswith("import_module")]
+    findings = [
+        f for path in _modules() for f in _findings(path) if not f.endswith("import_module")
+    ]
     assert findings == []
 
 
 def test_import_module_is_called_only_where_the_name_is_not_stored_data() -> None:
-    sites = {f.split(" ")[0] for path in _modules() for f in _findings(path)
-             if f.endswith("import_module")}
+    sites = {
+        f.split(" ")[0]
+        for path in _modules()
+        for f in _findings(path)
+        if f.endswith("import_module")
+    }
     assert sites == set(IMPORT_MODULE_ALLOWED), (
         "a new importlib.import_module call: make sure its name never comes from stored data, "
         "then list it in IMPORT_MODULE_ALLOWED"
@@ -103,8 +117,8 @@ def test_a_stored_envelope_naming_a_module_not_imported_is_refused_without_impor
         "from tether import serde\n"
         "from tether.errors import CorruptRecordError\n"
         "for tag in ('dataclass', 'pydantic', 'enum'):\n"
-        "    raw = ('{\"__tether__\": \"%s\", \"v\": {\"cls\": \"antigravity:X\", '\n"
-        "           '\"fields\": {}, \"data\": {}, \"value\": 1}}' % tag)\n"
+        '    raw = (\'{"__tether__": "%s", "v": {"cls": "antigravity:X", \'\n'
+        '           \'"fields": {}, "data": {}, "value": 1}}\' % tag)\n'
         "    try:\n"
         "        serde.loads(raw)\n"
         "    except CorruptRecordError as exc:\n"
@@ -114,8 +128,7 @@ def test_a_stored_envelope_naming_a_module_not_imported_is_refused_without_impor
         "assert 'antigravity' not in sys.modules\n"
         "print('ok')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
@@ -131,7 +144,11 @@ def test_a_stored_envelope_naming_a_module_not_imported_is_refused_without_impor
 def test_a_stored_envelope_naming_code_that_is_not_a_data_class_is_refused(
     tag: str, ref: str
 ) -> None:
-    raw = json.dumps({"__tether__": tag, "v": {"cls": ref, "fields": {"args": ["touch", "/x"]},
-                                               "data": {}, "value": 1}})
+    raw = json.dumps(
+        {
+            "__tether__": tag,
+            "v": {"cls": ref, "fields": {"args": ["touch", "/x"]}, "data": {}, "value": 1},
+        }
+    )
     with pytest.raises(CorruptRecordError):
         serde.loads(raw)
