@@ -10,6 +10,7 @@ import tether
 EXPECTED = {
     "Supervisor", "Swarm", "Worker",
     "Registry", "load_app",
+    "LeaseLost", "LeaseHeldError", "enqueue", "aenqueue", "run_worker", "arun_worker",
     "Agent", "AgentResult", "LLM", "LLMResponse", "MaxTurnsExceeded", "Message",
     "OutputValidationError", "ProviderError", "Tool", "ToolArgumentsError", "ToolCall", "tool",
     "AlreadyResumed", "Chain", "ChainResult", "ChainResumeError", "Checkpoint",

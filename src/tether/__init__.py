@@ -33,6 +33,8 @@ from .errors import (
     CorruptRecordError,
     ExecutionError,
     InterruptSignal,
+    LeaseHeldError,
+    LeaseLost,
     ResumeError,
     RunnerMismatchError,
     RunNotFoundError,
@@ -49,6 +51,7 @@ from .registry import Registry, load_app
 from .result import AgentResult, ChainResult
 from .store.base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .store.sqlite import SQLiteCheckpointer
+from .worker import aenqueue, arun_worker, enqueue, run_worker
 
 if TYPE_CHECKING:
     from .store.postgres import PostgresCheckpointer
@@ -72,6 +75,8 @@ __all__ = [
     "ExecutionError",
     "InterruptSignal",
     "LLMResponse",
+    "LeaseHeldError",
+    "LeaseLost",
     "MaxTurnsExceeded",
     "Message",
     "OutputValidationError",
@@ -97,15 +102,19 @@ __all__ = [
     "ToolArgumentsError",
     "ToolCall",
     "Worker",
+    "aenqueue",
+    "arun_worker",
     "connect",
     "current_agent_path",
     "current_execution_id",
     "current_idempotency_key",
+    "enqueue",
     "idempotent",
     "interrupt",
     "latest_forkable",
     "latest_resumable",
     "load_app",
+    "run_worker",
     "tool",
 ]
 

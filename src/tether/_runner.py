@@ -125,8 +125,14 @@ async def claim(
         ChainResumeError: no answer was passed and none is stored.
         AlreadyResumed: another caller holds or answered the interrupt.
     """
+    from . import _lease
+
     eid = cp.execution_id
-    owner = new_owner()
+    # Under a run lease the claim has the lease's owner, so whoever takes the run over from a
+    # dead owner can take its claim over too, without waiting out the claim's own lease.
+    lease = _lease.current()
+    owner = lease.owner if lease is not None and lease.execution_id == eid else new_owner()
+    previous = lease.previous_owner if lease is not None and lease.execution_id == eid else None
     value = None if resume_value is None else resume_value.to_dict()
     won = await store.aclaim_interrupt(
         eid, owner=owner, resume_value=value, lease_seconds=lease_seconds
@@ -146,7 +152,11 @@ async def claim(
                 execution_id=eid,
                 node_id=cp.node_id,
             )
-        if resume_value is None and _owner_is_dead(pending.claimed_by):
+        if (
+            resume_value is None
+            and pending.claimed_by is not None
+            and (_owner_is_dead(pending.claimed_by) or pending.claimed_by == previous)
+        ):
             won = await store.aclaim_interrupt(
                 eid,
                 owner=owner,

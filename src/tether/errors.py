@@ -16,12 +16,14 @@ Tree::
     │   ├── SchemaVersionError          the database was written by a newer tether
     │   ├── CorruptRecordError          a stored row cannot be decoded
     │   └── ConcurrentWriteError        another process wrote this run's next step first
+    │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
     ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
     ├── RunnerMismatchError             the run belongs to another runner
     ├── ResumeError
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
+    │       └── LeaseHeldError          a live process is executing the run (holds its lease)
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
@@ -111,6 +113,29 @@ class ConcurrentWriteError(StoreError):
     """Another process committed this run's next step first; this writer must stop."""
 
 
+class LeaseLost(ConcurrentWriteError):
+    """This process no longer holds the run's lease: another worker took the run over.
+
+    Raised by the checkpoint commit that found another owner on the run (the check is in the
+    commit's own transaction, so nothing of the refused step was written). The process must do
+    nothing further with the run; its new owner continues it (``docs/workers.md``).
+
+    Attributes:
+        owner: the lease owner this process held.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        owner: str | None = None,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.owner = owner
+
+
 class RunNotFoundError(TetherError):
     """No run with this ``execution_id`` exists in the store."""
 
@@ -149,6 +174,24 @@ class AlreadyResumed(ResumeError):
     Exactly one caller ever gets a given interrupt (DESIGN section 5); every other caller gets
     this error, never a raw driver error.
     """
+
+
+class LeaseHeldError(AlreadyResumed):
+    """The run is being executed by another live process (it holds the run's lease).
+
+    Raised by ``resume`` called by hand on a run a worker or another process is running: of
+    concurrent resumers exactly one proceeds, the others get this (an :class:`AlreadyResumed`).
+    Wait for it to finish or pause, or for its lease to lapse.
+
+    Attributes:
+        owner: the process holding the lease (``host:pid:nonce``).
+    """
+
+    def __init__(
+        self, message: str, *, owner: str | None = None, execution_id: str | None = None
+    ) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.owner = owner
 
 
 class ExecutionError(TetherError):

@@ -331,7 +331,7 @@ def test_db_migrate_creates_a_fresh_sqlite_file(tmp_path: Path):
 
     proc = tether_cli(url, "db", "migrate")
     assert proc.returncode == 0, proc.stderr
-    assert "schema version 1" in proc.stdout
+    assert "schema version 2" in proc.stdout
     assert path.exists()
     assert as_json(tether_cli(url, "runs", "list", "--json")) == []
 

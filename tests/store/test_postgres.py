@@ -28,6 +28,7 @@ from tether.errors import (
     StoreUnavailableError,
 )
 from tether.store.base import RunRecord
+from tether.store.postgres import SCHEMA_VERSION
 
 pytestmark = pytest.mark.postgres
 
@@ -127,8 +128,8 @@ def test_concurrent_setup_from_many_connections_migrates_once(pg_schema, admin):
     try:
         assert errors == []
         rows = admin.execute(f'SELECT version FROM "{pg_schema}".tether_schema').fetchall()
-        assert rows == [(1,)]
-        assert all(s.schema_version() == 1 for s in stores)
+        assert sorted(rows) == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
+        assert all(s.schema_version() == SCHEMA_VERSION for s in stores)
     finally:
         for s in stores:
             s.close()
@@ -328,7 +329,7 @@ def test_newer_schema_version_is_refused(pg, pg_schema, admin):
     try:
         with pytest.raises(SchemaVersionError) as info:
             newer.get_run("anything")
-        assert info.value.found == 99 and info.value.supported == 1
+        assert info.value.found == 99 and info.value.supported == SCHEMA_VERSION
         with pytest.raises(SchemaVersionError):
             newer.setup()
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _trace
+from .. import _lease, _trace
 from .._context import RunContext, current_agent_path, run_scope
 from .._faults import fault
 from .._runner import claim, load_run
@@ -140,13 +140,14 @@ def _jsonable_input(input: Any) -> Any:
     return value if isinstance(value, str) else [m.to_dict() for m in value]
 
 
+@_lease.leased_start
 async def start(runner: Composite, input: Any, execution_id: str | None) -> AgentResult:
     """Create the run (named and kinded after ``runner``; inner agents never touch it) and
     drive it."""
     stored = _jsonable_input(input)
     store = runner.checkpointer
     eid = execution_id or new_id()
-    await store.acreate_run(RunRecord(eid, runner.name, runner.kind, "running", stored))
+    await _lease.acreate_run(store, RunRecord(eid, runner.name, runner.kind, "running", stored))
     return await drive_outermost(runner, store, eid, stored, None)
 
 
@@ -206,6 +207,7 @@ async def drive_outermost(
     )
 
 
+@_lease.leased_resume
 async def resume(
     runner: Composite, execution_id: str, resume_value: Any, agent_path: str | None
 ) -> AgentResult:
@@ -315,6 +317,7 @@ def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[st
     return reentry, source
 
 
+@_lease.leased_fork
 async def fork(
     runner: Composite,
     execution_id: str,
@@ -349,7 +352,8 @@ async def fork(
         )
     reentry, source = fork_source(src, value)
     eid = new_execution_id or new_id()
-    await store.acreate_run(
+    await _lease.acreate_run(
+        store,
         RunRecord(
             eid,
             runner.name,
@@ -358,7 +362,7 @@ async def fork(
             run.input,
             parent_execution_id=execution_id,
             parent_checkpoint_id=src.checkpoint_id,
-        )
+        ),
     )
     await store.aput(
         Checkpoint(

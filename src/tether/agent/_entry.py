@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
 from .._runner import claim, load_run
@@ -48,14 +49,16 @@ def initial_messages(agent: Agent, input: Any) -> list[Message]:
     return messages
 
 
+@_lease.leased_start
 async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResult:
     messages = initial_messages(agent, input)
     store = agent.checkpointer
     eid = execution_id or new_id()
-    await store.acreate_run(
+    await _lease.acreate_run(
+        store,
         RunRecord(
             eid, agent.name, agent.kind, status="running", input=[m.to_dict() for m in messages]
-        )
+        ),
     )
     return await drive(agent, store, eid, Cursor(messages, 0, Usage()))
 
@@ -122,6 +125,7 @@ def cursor_at(
     raise ConfigurationError(f"cannot re-enter an agent at row {node_id!r} ({node_input!r})")
 
 
+@_lease.leased_resume
 async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentResult:
     value = check_resume_value(resume_value)
     store = agent.checkpointer
@@ -160,6 +164,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
     return await drive(agent, store, execution_id, cursor)
 
 
+@_lease.leased_fork
 async def fork(
     agent: Agent,
     execution_id: str,
@@ -213,7 +218,8 @@ async def fork(
         source["node_id"], source["status"], source["node_input"], src.state_snapshot, answers
     )
     eid = new_execution_id or new_id()
-    await store.acreate_run(
+    await _lease.acreate_run(
+        store,
         RunRecord(
             eid,
             agent.name,
@@ -222,7 +228,7 @@ async def fork(
             input=run.input,
             parent_execution_id=execution_id,
             parent_checkpoint_id=src.checkpoint_id,
-        )
+        ),
     )
     await store.aput(
         Checkpoint(

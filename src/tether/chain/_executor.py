@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _trace, serde
+from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
 from .._runner import claim, claim_heartbeat, load_run
@@ -54,6 +54,7 @@ def _check_input(input: Any) -> dict[str, Any]:
     return dict(input)
 
 
+@_lease.leased_start
 async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResult:
     if chain.entry is None:
         raise ConfigurationError(f"chain {chain.name!r} has no nodes")
@@ -61,7 +62,9 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
     serde.dumps(state, "input")  # refuse a bad input before a run exists
     store = chain.checkpointer
     eid = execution_id or new_id()
-    await store.acreate_run(RunRecord(eid, chain.name, chain.kind, status="running", input=state))
+    await _lease.acreate_run(
+        store, RunRecord(eid, chain.name, chain.kind, status="running", input=state)
+    )
     return await _drive(chain, store, eid, _Cursor(chain.entry, state))
 
 
@@ -76,6 +79,7 @@ async def _alatest_resumable(store: Checkpointer, eid: str) -> Checkpoint | None
     return last
 
 
+@_lease.leased_resume
 async def resume(
     chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
 ) -> ChainResult:
@@ -117,6 +121,7 @@ async def resume(
     return await _drive(chain, store, execution_id, cursor)
 
 
+@_lease.leased_fork
 async def fork(
     chain: Chain,
     execution_id: str,
@@ -163,7 +168,8 @@ async def fork(
             execution_id=execution_id,
         )
     eid = new_execution_id or new_id()
-    await store.acreate_run(
+    await _lease.acreate_run(
+        store,
         RunRecord(
             eid,
             chain.name,
@@ -172,7 +178,7 @@ async def fork(
             input=run.input,
             parent_execution_id=execution_id,
             parent_checkpoint_id=src.checkpoint_id,
-        )
+        ),
     )
     counters = dict(src.iteration_counters)
     await store.aput(
@@ -210,7 +216,8 @@ async def _fork_in_runner(
     serde.dumps(frame["state"], "state")
     reentry.state = {**reentry.state, OUTER_KEY: [frame, *frames[1:]]}
     eid = new_execution_id or new_id()
-    await store.acreate_run(
+    await _lease.acreate_run(
+        store,
         RunRecord(
             eid,
             chain.name,
@@ -219,7 +226,7 @@ async def _fork_in_runner(
             input=run.input,
             parent_execution_id=src.execution_id,
             parent_checkpoint_id=src.checkpoint_id,
-        )
+        ),
     )
     await store.aput(
         Checkpoint(

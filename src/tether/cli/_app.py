@@ -142,9 +142,15 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, maintenance, runs, serve
+    from . import answer, maintenance, runs, serve, worker
 
-    for command in (*runs.COMMANDS, *answer.COMMANDS, *maintenance.COMMANDS, *serve.COMMANDS):
+    for command in (
+        *runs.COMMANDS,
+        *answer.COMMANDS,
+        *maintenance.COMMANDS,
+        *serve.COMMANDS,
+        *worker.COMMANDS,
+    ):
         cli.add_command(command)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
+from ._postgres_leases import MIGRATION_V2
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -75,6 +76,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             PRIMARY KEY (execution_id, key)
         )""",
     ),
+    # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
+    2: MIGRATION_V2,
 }
 
 LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(%s)"

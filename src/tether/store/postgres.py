@@ -50,7 +50,9 @@ from ..checkpoint import Checkpoint, new_id
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
 from . import _codec
 from . import _postgres_sql as q
+from ._leases import Fences
 from ._postgres_io import Database, Plan, Result
+from ._postgres_leases import PostgresLeases
 from .base import PendingInterrupt, PruneResult, RunRecord
 
 __all__ = ["PostgresCheckpointer"]
@@ -70,7 +72,7 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
-class PostgresCheckpointer:
+class PostgresCheckpointer(PostgresLeases):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -156,6 +158,7 @@ class PostgresCheckpointer:
         self.timeout_seconds = timeout_seconds
         self._target = target
         self._heads = _codec.HeadCache()
+        self._fences = Fences()
         self._rendered: dict[str, bytes] = {}
         digest = hashlib.sha256(f"tether-migrations:{schema}".encode()).digest()
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
@@ -407,7 +410,7 @@ class PostgresCheckpointer:
             cp.next_node_id,
         )
         try:
-            res: Result = yield self._q(q.INSERT_CHECKPOINT), params
+            res: Result = yield self._insert_statement(cp, params)
         except pg_errors.UniqueViolation as exc:
             self._heads.drop(cp.execution_id)
             what = (
@@ -420,6 +423,7 @@ class PostgresCheckpointer:
                 execution_id=cp.execution_id,
                 node_id=cp.node_id,
             ) from exc
+        self._check_fenced(cp, res)
         cp.created_at = _codec.ts_to_dt(res.rows[0][0])
         return new_head
 

@@ -29,15 +29,19 @@ from ..errors import (
     ConfigurationError,
     CorruptRecordError,
     SchemaVersionError,
+    SerializationError,
     StoreError,
     StoreUnavailableError,
+    TetherError,
 )
 from . import _codec
+from ._leases import Fences
+from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -100,6 +104,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
             PRIMARY KEY (execution_id, key)
         )""",
     ),
+    # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
+    2: MIGRATION_V2,
 }
 
 CREATE_SCHEMA_TABLE: Final = (
@@ -185,7 +191,7 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SyncAsyncMixin):
+class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -216,6 +222,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         self._local = threading.local()
         self._heads = _codec.HeadCache()
         self._heads_lock = threading.Lock()
+        self._fences = Fences()
         self._ready = False
         self.setup()
 
@@ -258,7 +265,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-            if isinstance(exc, sqlite3.Error):
+            if isinstance(exc, sqlite3.Error | UnicodeEncodeError):
                 raise _translate(exc, self.path) from exc
             raise
         try:
@@ -275,7 +282,7 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         conn = self._conn()
         try:
             yield conn
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
             raise _translate(exc, self.path) from exc
 
     def setup(self) -> None:
@@ -400,8 +407,9 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         now = _now()
         cp.created_at = _codec.ts_to_dt(now)
         try:
-            conn.execute(
-                INSERT_CHECKPOINT,
+            self._insert_checkpoint_row(
+                conn,
+                cp,
                 (
                     cp.checkpoint_id,
                     cp.execution_id,
@@ -432,6 +440,9 @@ class SQLiteCheckpointer(SyncAsyncMixin):
                 node_id=cp.node_id,
             ) from exc
         return new_head
+
+    def _drop_head(self, execution_id: str) -> None:
+        self._heads.drop(execution_id)
 
     def _release(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
         if conn.execute(DELETE_PENDING_OF, (execution_id, owner)).rowcount != 1:
@@ -698,7 +709,13 @@ class SQLiteCheckpointer(SyncAsyncMixin):
         return result
 
 
-def _translate(exc: sqlite3.Error, path: str) -> StoreError:
+def _translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError:
+    if isinstance(exc, UnicodeEncodeError):
+        return SerializationError(
+            f"a value sent to SQLite is not valid Unicode text ({exc.reason}); ids, names and "
+            "text must not hold lone surrogates",
+            type_name="str",
+        )
     msg = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and "locked" in msg:
         return StoreUnavailableError(

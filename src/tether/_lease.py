@@ -1,0 +1,262 @@
+"""The run lease a drive holds while it executes a run (``docs/workers.md``).
+
+Every top-level verb (``arun``, ``aresume``, ``afork`` of every runner) runs under :func:`hold`:
+
+- a **new run** (start, fork) is created with this process as its owner and its commits are
+  fenced on that owner from the first one;
+- a **resume** first takes the run's lease; a run whose owner is alive raises
+  :class:`~tether.errors.LeaseHeldError`, one whose owner is a dead process on this machine
+  (``_owner_is_dead``) or whose lease lapsed is taken over at once;
+- a heartbeat thread renews the lease every third of its period while the drive works;
+- the lease is given back when the drive ends cleanly (completed, paused, failed), and kept
+  when the process "crashes" (an escaping ``BaseException`` or a store error), so a worker or a
+  later ``resume`` takes the run over.
+
+A worker takes leases itself (``claim_runs``) and sets :data:`_current` before calling a verb;
+:func:`hold` then leaves the lease to the worker, which renews and releases it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ._runner import HOSTNAME, _owner_is_dead, new_owner
+from .checkpoint import new_id
+from .errors import LeaseHeldError, StoreError, TetherError
+from .store._leases import LeaseStore
+from .store.base import Checkpointer, RunRecord
+
+__all__ = ["DEFAULT_RUN_LEASE_SECONDS", "Lease", "hold", "owner_is_dead"]
+
+T = TypeVar("T")
+
+DEFAULT_RUN_LEASE_SECONDS = 30.0
+
+_ACTIVE: set[str] = set()
+"""Owners whose leases drives or workers in this process hold right now."""
+
+
+@dataclass(slots=True)
+class Lease:
+    """A run lease held by this process.
+
+    Attributes:
+        execution_id: the run.
+        owner: ``host:pid:nonce``; the value of ``runs.owner`` while held.
+        lease_seconds: the lease period.
+        previous_owner: who held the run before this lease took it.
+        by_worker: taken by a worker, which renews and releases it.
+        queued: the run was claimed from the start queue (its row exists, status ``queued``).
+    """
+
+    execution_id: str
+    owner: str
+    lease_seconds: float
+    previous_owner: str | None = None
+    by_worker: bool = False
+    queued: bool = False
+
+
+_current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
+
+
+def current() -> Lease | None:
+    """The lease the current drive holds, if any."""
+    return _current.get()
+
+
+def owner_is_dead(owner: str | None) -> bool:
+    """True when ``owner`` is a process on this machine that is gone, or this very process
+    holding no lease under that owner any more (a drive that crashed in-process)."""
+    if _owner_is_dead(owner):
+        return True
+    if not owner or owner in _ACTIVE:
+        return False
+    host, _, rest = owner.partition(":")
+    return host == HOSTNAME and rest.partition(":")[0] == str(os.getpid())
+
+
+def lease_seconds_of(runner: Any) -> float:
+    """A runner's ``lease_seconds`` attribute, or :data:`DEFAULT_RUN_LEASE_SECONDS`."""
+    value = getattr(runner, "lease_seconds", None)
+    return float(value) if isinstance(value, int | float) else DEFAULT_RUN_LEASE_SECONDS
+
+
+class _Heartbeats:
+    """One daemon thread renewing every lease this process holds, each every third of its
+    period.
+
+    A thread, not an asyncio task: a synchronous node that blocks the event loop for longer
+    than a lease must not lose its run. A frozen process (SIGSTOP, a long GC pause) freezes
+    this thread too, which is the point: its leases lapse and another worker takes over.
+    """
+
+    def __init__(self) -> None:
+        self._leases: dict[str, tuple[LeaseStore, float, float]] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, store: LeaseStore, owner: str, lease_seconds: float) -> None:
+        with self._cond:
+            due = time.monotonic() + lease_seconds / 3
+            self._leases[owner] = (store, lease_seconds, due)
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._loop, name="tether-heartbeat", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, owner: str) -> None:
+        with self._cond:
+            self._leases.pop(owner, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [(o, v) for o, v in self._leases.items() if v[2] <= now]
+                for owner, (store, period, _) in due:
+                    self._leases[owner] = (store, period, now + period / 3)
+                if not due:
+                    wake = min((v[2] for v in self._leases.values()), default=now + 1.0)
+                    self._cond.wait(max(0.005, wake - now))
+                    continue
+            for owner, (store, period, _) in due:
+                with contextlib.suppress(Exception):
+                    store.renew_run_leases(owner, lease_seconds=period)
+
+
+heartbeats = _Heartbeats()
+
+
+@contextlib.asynccontextmanager
+async def hold(
+    store: Checkpointer, execution_id: str, *, new_run: bool, lease_seconds: float
+) -> AsyncIterator[Lease | None]:
+    """Hold the run's lease around one drive (see the module docstring).
+
+    Args:
+        store: the run's store; a store without the lease capability runs unleased.
+        execution_id: the run.
+        new_run: the drive creates the run (start, fork): no lease to take, only to write.
+        lease_seconds: the lease period.
+
+    Raises:
+        LeaseHeldError: resuming a run another live process holds.
+    """
+    cur = _current.get()
+    if cur is not None and cur.execution_id == execution_id:
+        yield cur
+        return
+    if not isinstance(store, LeaseStore):
+        yield None
+        return
+    owner = new_owner()
+    lease = Lease(execution_id, owner, lease_seconds)
+    if new_run:
+        store.fence(execution_id, owner)
+    else:
+        won, previous, exists = await store.aacquire_run_lease(
+            execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=None
+        )
+        if not exists:  # the verb reports RunNotFoundError
+            yield None
+            return
+        if not won and owner_is_dead(previous):
+            won, previous, _ = await store.aacquire_run_lease(
+                execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=previous
+            )
+        if not won:
+            raise LeaseHeldError(
+                f"run {execution_id!r} is being executed by {previous} (it holds the run's "
+                "lease); wait for it to finish or pause, or for its lease to lapse",
+                owner=previous,
+                execution_id=execution_id,
+            )
+        lease.previous_owner = previous
+    _ACTIVE.add(owner)
+    token = _current.set(lease)
+    heartbeats.add(store, owner, lease_seconds)
+    clean = False
+    try:
+        yield lease
+        clean = True
+    except TetherError as exc:
+        clean = not isinstance(exc, StoreError)
+        raise
+    finally:
+        heartbeats.remove(owner)
+        _current.reset(token)
+        _ACTIVE.discard(owner)
+        if clean:
+            with contextlib.suppress(StoreError):
+                await store.arelease_run_lease(execution_id, owner=owner)
+        else:
+            store.unfence(execution_id, owner)
+
+
+async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
+    """Create the run owned by the current lease, or start the queued run a worker claimed."""
+    lease = _current.get()
+    if lease is not None and lease.execution_id == run.execution_id:
+        run.owner = lease.owner
+        if lease.queued and isinstance(store, LeaseStore):
+            await store.astart_queued_run(
+                run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
+            )
+            return run
+    return await store.acreate_run(run)
+
+
+def leased_start(
+    fn: Callable[[Any, Any, str], Awaitable[T]],
+) -> Callable[[Any, Any, str | None], Awaitable[T]]:
+    """Wrap an executor's ``start(runner, input, execution_id)`` in :func:`hold`."""
+
+    @functools.wraps(fn)
+    async def start(runner: Any, input: Any, execution_id: str | None) -> T:
+        eid = execution_id or new_id()
+        store = runner.checkpointer
+        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+            return await fn(runner, input, eid)
+
+    return start
+
+
+def leased_resume(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Wrap an executor's ``resume(runner, execution_id, ...)`` in :func:`hold`."""
+
+    @functools.wraps(fn)
+    async def resume(runner: Any, execution_id: str, *args: Any) -> T:
+        store = runner.checkpointer
+        if not isinstance(execution_id, str) or not execution_id:
+            return await fn(runner, execution_id, *args)  # the verb reports it
+        async with hold(store, execution_id, new_run=False, lease_seconds=lease_seconds_of(runner)):
+            return await fn(runner, execution_id, *args)
+
+    return resume
+
+
+def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """Wrap an executor's ``fork(runner, ..., new_execution_id)`` in :func:`hold` of the new
+    run (the source run is only read)."""
+
+    @functools.wraps(fn)
+    async def fork(runner: Any, *args: Any) -> T:
+        eid = args[-1] or new_id()
+        store = runner.checkpointer
+        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+            return await fn(runner, *args[:-1], eid)
+
+    return fork

@@ -1,0 +1,147 @@
+"""``tether worker`` and ``tether enqueue``: continue crashed runs, start queued ones
+(``docs/workers.md``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+
+import click
+
+from ..connect import DEFAULT_URL
+from . import _errors
+from ._app import app_option, display_url, open_app, open_store, store_options
+from ._render import err, out
+
+_DB_OPTION = click.option(
+    "--db",
+    "db_url",
+    envvar="TETHER_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+)
+
+
+@click.command("worker")
+@_DB_OPTION
+@app_option(required=True)
+@click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True)
+@click.option(
+    "--lease-seconds",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="A run whose worker stops renewing is taken over about this long afterwards.",
+)
+@click.option("--poll-interval", type=click.FloatRange(min=0.0), default=0.5, show_default=True)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Claims of one run without a clean finish before it is marked failed.",
+)
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="NAME=N",
+    help="At most N runs of runner NAME at once in this worker (repeatable).",
+)
+def worker(
+    db_url: str,
+    app_spec: str,
+    concurrency: int,
+    lease_seconds: float,
+    poll_interval: float,
+    max_attempts: int,
+    limits: tuple[str, ...],
+) -> int:
+    """Claim and run the store's unowned work until SIGTERM or Ctrl-C: queued runs, runs whose
+    process died (lease lapsed), and answered interrupts."""
+    from ..worker import run_worker
+
+    per_runner: dict[str, int] = {}
+    for item in limits:
+        name, sep, n = item.partition("=")
+        if not sep or not name or not n.isdigit():
+            raise _errors.CommandError(f"--limit takes NAME=N, got {item!r}", _errors.BAD_INPUT)
+        per_runner[name] = int(n)
+    registry = open_app(app_spec, db_url)
+    store = open_store(db_url)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    err.print(
+        f"tether: worker on {display_url(db_url)} for {', '.join(registry.names())} "
+        f"(concurrency {concurrency}, lease {lease_seconds:g}s)",
+        markup=False,
+        highlight=False,
+    )
+    try:
+        stats = run_worker(
+            registry,
+            store,
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            poll_interval_seconds=poll_interval,
+            max_attempts=max_attempts,
+            stop=stop,
+            per_runner_limit=per_runner,
+        )
+    finally:
+        store.close()
+    err.print(
+        f"tether: worker stopped: {stats.claimed} claimed, {stats.finished} finished, "
+        f"{stats.lease_lost} lost to other workers, {stats.dead_lettered} dead-lettered",
+        markup=False,
+        highlight=False,
+    )
+    return _errors.OK
+
+
+@click.command("enqueue")
+@store_options
+@click.argument("runner_name")
+@click.argument("input_json", metavar="INPUT_JSON", default="null")
+@click.option("--id", "execution_id", default=None, help="The run's execution_id (idempotent).")
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher starts first.")
+def enqueue(
+    db_url: str,
+    as_json: bool,
+    runner_name: str,
+    input_json: str,
+    execution_id: str | None,
+    priority: int,
+) -> int:
+    """Queue a run of RUNNER_NAME with INPUT_JSON for a worker to start; print its id."""
+    from ..worker import enqueue as do_enqueue
+
+    try:
+        value = json.loads(input_json)
+    except json.JSONDecodeError as exc:
+        raise _errors.CommandError(f"INPUT_JSON is not JSON: {exc}", _errors.BAD_INPUT) from None
+    store = open_store(db_url)
+    try:
+        eid = do_enqueue(store, runner_name, value, execution_id=execution_id, priority=priority)
+    finally:
+        store.close()
+    if as_json:
+        out.print_json(json.dumps({"execution_id": eid}))
+    else:
+        out.print(eid, markup=False, highlight=False)
+    return _errors.OK
+
+
+COMMANDS = (worker, enqueue)

@@ -1,0 +1,155 @@
+"""Run leases, fencing and the start queue: what the SQL backends share (``docs/workers.md``).
+
+A running run has an **owner** (``host:pid:nonce``) and a **lease** (``runs.owner``,
+``runs.lease_expires_at``). The process executing the run renews the lease while it works; a
+worker may take over a run whose lease lapsed. Every checkpoint a leaseholder commits is
+**fenced**: the insert carries ``WHERE EXISTS (run owned by me)`` in the same statement, so an
+owner that lost its lease (paused by GC, partitioned, SIGSTOPped) cannot commit a step after a
+new owner took the run; its commit raises :class:`~tether.errors.LeaseLost` and writes nothing.
+
+Which runs a store instance writes under a lease is kept in memory (:class:`Fences`): the
+engine registers a fence when it takes a lease and drops it when it gives the lease back, and
+the backends' step path consults it without an extra round trip.
+
+This module holds no SQL: each backend keeps its own statements (``_sqlite_leases``,
+``_postgres_leases``) next to its other SQL.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ClaimedRun", "Fences", "LeaseStore", "dead_letter_reason"]
+
+
+@dataclass(slots=True)
+class ClaimedRun:
+    """A run a worker claimed (:meth:`LeaseStore.claim_runs`).
+
+    Attributes:
+        execution_id: the run.
+        runner_name: the runner that owns it (look it up in the worker's registry).
+        status: the run's status before the claim: ``queued`` (start it), ``running`` (its
+            owner's lease lapsed: resume it) or ``paused`` (an answer is waiting: resume it).
+        input: the run's recorded input (what a queued run starts with).
+        previous_owner: who held the run's lease before (``None`` for a queued run).
+        attempts: how many times the run has been claimed without a clean finish, this claim
+            included.
+        dead_lettered: the run had used up its attempts; it was marked ``failed`` instead of
+            being handed over, and the caller must not run it.
+    """
+
+    execution_id: str
+    runner_name: str
+    status: str
+    input: Any = None
+    previous_owner: str | None = None
+    attempts: int = 1
+    dead_lettered: bool = False
+
+
+def dead_letter_reason(attempts: int, previous_owner: str | None) -> str:
+    """The ``error`` text of a run failed for crashing its workers too often."""
+    return (
+        f"DeadLetter: the run was claimed {attempts} times without finishing (its workers "
+        f"kept dying; last owner {previous_owner or 'unknown'}); resume it by hand once fixed"
+    )
+
+
+class Fences:
+    """The runs this store instance writes under a lease: ``execution_id -> owner``.
+
+    Thread-safe; one per store instance.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, execution_id: str, owner: str) -> None:
+        with self._lock:
+            self._owners[execution_id] = owner
+
+    def get(self, execution_id: str) -> str | None:
+        return self._owners.get(execution_id)
+
+    def drop(self, execution_id: str, owner: str | None = None) -> None:
+        """Forget the fence (only if ``owner`` still holds it, when given)."""
+        with self._lock:
+            if owner is None or self._owners.get(execution_id) == owner:
+                self._owners.pop(execution_id, None)
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """The optional capability of a store that supports run leases, workers and the queue.
+
+    Both SQL backends implement it. On SQLite the claims take the database's write lock
+    (``BEGIN IMMEDIATE``) instead of ``FOR UPDATE SKIP LOCKED``: correct for processes on one
+    machine, not for many machines.
+    """
+
+    def fence(self, execution_id: str, owner: str) -> None:
+        """Fence this instance's later commits of the run on ``owner`` (no I/O)."""
+
+    def unfence(self, execution_id: str, owner: str | None = None) -> None:
+        """Stop fencing the run's commits (no I/O)."""
+
+    async def aacquire_run_lease(
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> tuple[bool, str | None, bool]:
+        """Take the run's lease if nobody live holds it.
+
+        Succeeds when the run has no owner, its lease lapsed, or its owner is ``steal_from``
+        (a caller that knows that owner is dead). On success the run is fenced on ``owner``.
+
+        Returns:
+            ``(won, previous_owner, exists)``.
+        """
+
+    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        """Extend every lease ``owner`` holds; the number of runs still held. Called from the
+        heartbeat thread."""
+
+    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        """Async :meth:`renew_run_leases`."""
+
+    async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
+        """Give the lease back (a clean end: the attempt count resets); unfences the run."""
+
+    async def aclaim_runs(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None = None,
+        runner_slots: dict[str, int] | None = None,
+    ) -> list[ClaimedRun]:
+        """Claim up to ``limit`` runs for a worker: queued runs (higher priority first, then
+        oldest), running runs whose lease lapsed, and paused runs whose interrupt was answered
+        and is not claimed. A claimed run is leased to ``owner`` and fenced; one that used up
+        ``max_attempts`` is failed (dead-lettered) and returned with ``dead_lettered=True``.
+
+        Args:
+            owner: the worker's owner id.
+            limit: the most runs to claim.
+            lease_seconds: the lease each claimed run gets.
+            max_attempts: claims allowed without a clean finish before a run is dead-lettered.
+            runner_names: only runs of these runners (those the worker can run).
+            runner_slots: at most this many runs of a runner name (per-runner limits).
+        """
+
+    async def aenqueue_run(
+        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+    ) -> bool:
+        """Record a ``queued`` run; ``False`` (and nothing changed) if the id exists."""
+
+    async def astart_queued_run(
+        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+    ) -> bool:
+        """Turn a queued run this owner claimed into a ``running`` run of ``runner_kind`` with
+        the runner's normalised ``input``; ``False`` if it is not queued or not ours."""

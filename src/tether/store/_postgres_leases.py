@@ -1,0 +1,305 @@
+"""Run leases, fencing, worker claims and the start queue on Postgres (``docs/workers.md``).
+
+- **Fencing** costs no round trip: a leaseholder's checkpoint insert is ``INSERT … SELECT …
+  WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = … AND owner = … FOR SHARE)``. The
+  share lock on the run row makes a takeover (which updates ``owner``) wait for a commit in
+  flight, and a commit wait for a takeover in flight and then re-check the owner, so a step is
+  either committed before the new owner reads the run or refused.
+- **Claims** are ``SELECT … FOR UPDATE SKIP LOCKED``: workers claiming at once each get
+  different runs and never wait for each other.
+- **Time** is the server's (``now()``), like claim leases.
+
+The statements live here, next to the methods that run them, rather than in
+:mod:`tether.store._postgres_sql`: they are one concern, added by schema version 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..checkpoint import Checkpoint
+from ..errors import LeaseLost
+from . import _codec
+from ._leases import ClaimedRun, Fences, dead_letter_reason
+from ._postgres_io import Database, Plan, Result
+
+__all__ = ["MIGRATION_V2", "PostgresLeases"]
+
+MIGRATION_V2: Final[tuple[str, ...]] = (
+    "ALTER TABLE {schema}.runs ADD COLUMN priority integer NOT NULL DEFAULT 0",
+    "ALTER TABLE {schema}.runs ADD COLUMN attempts integer NOT NULL DEFAULT 0",
+    "CREATE INDEX runs_queue_idx ON {schema}.runs (status, priority DESC, created_at)",
+    "CREATE INDEX runs_owner_idx ON {schema}.runs (owner) WHERE owner IS NOT NULL",
+)
+
+_CP_CASTS: Final = (
+    "text", "text", "bigint", "text", "integer", "text", "text", "text", "bytea", "bigint",
+    "bytea", "bytea", "bytea", "text", "bytea", "text", "text", "text",
+)  # fmt: skip
+INSERT_CHECKPOINT_FENCED: Final = (
+    f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
+    f"SELECT {', '.join(f'%s::{t}' for t in _CP_CASTS)}, now() "
+    "WHERE EXISTS (SELECT 1 FROM {schema}.runs WHERE execution_id = %s AND owner = %s "
+    "FOR SHARE) RETURNING created_at"
+)
+_LEASE: Final = "now() + %s * interval '1 second'"
+SELECT_LEASE_FOR_UPDATE: Final = (
+    "SELECT owner, COALESCE(lease_expires_at, updated_at + %s * interval '1 second') < now() "
+    "FROM {schema}.runs WHERE execution_id = %s FOR UPDATE"
+)
+TAKE_LEASE: Final = (
+    f"UPDATE {{schema}}.runs SET owner = %s, lease_expires_at = {_LEASE}, updated_at = now() "
+    "WHERE execution_id = %s"
+)
+RENEW_LEASES: Final = f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} WHERE owner = %s"
+RELEASE_LEASE: Final = (
+    "UPDATE {schema}.runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
+    "WHERE execution_id = %s AND owner = %s"
+)
+# Claimable: running with a lapsed lease (no lease at all counts as one lapsing a lease
+# period after the run's last update); queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it.
+_CLAIMABLE: Final = (
+    "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts "
+    "FROM {schema}.runs r "
+    "WHERE (r.status = 'running' "
+    "AND COALESCE(r.lease_expires_at, r.updated_at + %s * interval '1 second') < now() "
+    "OR (r.status IN ('queued', 'paused') AND (r.owner IS NULL OR r.lease_expires_at < now()) "
+    "AND (r.status = 'queued' OR EXISTS (SELECT 1 FROM {schema}.pending_interrupts p "
+    "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < now())))))"
+)
+_CLAIM_TAIL: Final = (
+    " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT %s FOR UPDATE OF r SKIP LOCKED"
+)
+SELECT_CLAIMABLE: Final = _CLAIMABLE + _CLAIM_TAIL
+SELECT_CLAIMABLE_OF: Final = _CLAIMABLE + " AND r.runner_name = ANY(%s)" + _CLAIM_TAIL
+CLAIM_RUNS: Final = (
+    f"UPDATE {{schema}}.runs SET owner = %s, lease_expires_at = {_LEASE}, "
+    "attempts = attempts + 1, updated_at = now() WHERE execution_id = ANY(%s)"
+)
+DEAD_LETTER_RUN: Final = (
+    "UPDATE {schema}.runs SET status = 'failed', error = %s, owner = NULL, "
+    "lease_expires_at = NULL, updated_at = now(), finished_at = now() WHERE execution_id = %s"
+)
+ENQUEUE_RUN: Final = (
+    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}, priority) "
+    "VALUES (%s, %s, '', 'queued', %s, NULL, NULL, NULL, NULL, NULL, now(), now(), NULL, %s) "
+    "ON CONFLICT (execution_id) DO NOTHING"
+)
+START_QUEUED: Final = (
+    "UPDATE {schema}.runs SET status = 'running', runner_kind = %s, input = %s, "
+    "updated_at = now() WHERE execution_id = %s AND status = 'queued' AND owner = %s"
+)
+
+
+class PostgresLeases:
+    """The :class:`~tether.store._leases.LeaseStore` capability of ``PostgresCheckpointer``."""
+
+    _fences: Fences
+    _db: Database
+    _heads: _codec.HeadCache
+
+    def _q(self, template: str) -> bytes:
+        raise NotImplementedError
+
+    # --- fencing --------------------------------------------------------------------------
+    def fence(self, execution_id: str, owner: str) -> None:
+        """Fence later commits of the run on ``owner`` (see :mod:`tether.store._leases`)."""
+        self._fences.set(execution_id, owner)
+
+    def unfence(self, execution_id: str, owner: str | None = None) -> None:
+        """Stop fencing the run's commits."""
+        self._fences.drop(execution_id, owner)
+
+    def _insert_statement(
+        self, cp: Checkpoint, params: tuple[Any, ...]
+    ) -> tuple[bytes, tuple[Any, ...]]:
+        """The checkpoint insert: fenced when this instance holds the run's lease."""
+        from ._postgres_sql import INSERT_CHECKPOINT
+
+        owner = self._fences.get(cp.execution_id)
+        if owner is None:
+            return self._q(INSERT_CHECKPOINT), params
+        return self._q(INSERT_CHECKPOINT_FENCED), (*params, cp.execution_id, owner)
+
+    def _check_fenced(self, cp: Checkpoint, res: Result) -> None:
+        if res.rows:
+            return
+        owner = self._fences.get(cp.execution_id)
+        self._heads.drop(cp.execution_id)
+        raise LeaseLost(
+            f"this process ({owner}) lost the lease on run {cp.execution_id!r}: another "
+            f"worker took it over, so step {cp.node_id!r} was not committed",
+            owner=owner,
+            execution_id=cp.execution_id,
+            node_id=cp.node_id,
+        )
+
+    # --- leases ---------------------------------------------------------------------------
+    def _acquire_plan(
+        self, eid: str, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> Plan[tuple[bool, str | None, bool]]:
+        row = (yield self._q(SELECT_LEASE_FOR_UPDATE), (lease_seconds, eid)).one()
+        if row is None:
+            return False, None, False
+        previous, lapsed = row
+        if previous is not None and previous not in (owner, steal_from) and not lapsed:
+            return False, previous, True
+        yield self._q(TAKE_LEASE), (owner, lease_seconds, eid)
+        return True, previous, True
+
+    def _took(self, eid: str, owner: str, out: tuple[bool, str | None, bool]) -> None:
+        if out[0]:
+            self._heads.drop(eid)
+            self._fences.set(eid, owner)
+
+    def acquire_run_lease(
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> tuple[bool, str | None, bool]:
+        """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
+        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
+        out = self._db.run("acquire_run_lease", plan, write=True, execution_id=execution_id)
+        self._took(execution_id, owner, out)
+        return out
+
+    async def aacquire_run_lease(
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> tuple[bool, str | None, bool]:
+        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
+        out = await self._db.arun("acquire_run_lease", plan, write=True, execution_id=execution_id)
+        self._took(execution_id, owner, out)
+        return out
+
+    def _count_plan(self, template: str, params: Any) -> Plan[int]:
+        return (yield self._q(template), params).rowcount
+
+    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
+        return self._db.run(
+            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
+        )
+
+    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        return await self._db.arun(
+            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
+        )
+
+    def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
+        self._fences.drop(execution_id, owner)
+        plan = self._count_plan(RELEASE_LEASE, (execution_id, owner))
+        return self._db.run("release_run_lease", plan, execution_id=execution_id) == 1
+
+    async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
+        self._fences.drop(execution_id, owner)
+        plan = self._count_plan(RELEASE_LEASE, (execution_id, owner))
+        return await self._db.arun("release_run_lease", plan, execution_id=execution_id) == 1
+
+    # --- workers and the queue ------------------------------------------------------------
+    def _claim_runs_plan(
+        self,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None,
+        runner_slots: dict[str, int] | None,
+    ) -> Plan[list[ClaimedRun]]:
+        slots = dict(runner_slots or {})
+        fetch = limit * 4 if slots else limit
+        if runner_names is None:
+            res = yield self._q(SELECT_CLAIMABLE), (lease_seconds, fetch)
+        else:
+            res = yield self._q(SELECT_CLAIMABLE_OF), (lease_seconds, runner_names, fetch)
+        out: list[ClaimedRun] = []
+        for eid, name, status, raw_input, previous, attempts in res.rows:
+            if len(out) >= limit:
+                break
+            if name in slots:
+                if slots[name] <= 0:
+                    continue
+                slots[name] -= 1
+            claimed = ClaimedRun(eid, name, status, _codec.load_json(raw_input), previous)
+            claimed.attempts = attempts + 1
+            if attempts >= max_attempts:
+                claimed.attempts = attempts
+                claimed.dead_lettered = True
+                yield self._q(DEAD_LETTER_RUN), (dead_letter_reason(attempts, previous), eid)
+            out.append(claimed)
+        ids = [c.execution_id for c in out if not c.dead_lettered]
+        if ids:
+            yield self._q(CLAIM_RUNS), (owner, lease_seconds, ids)
+        return out
+
+    def _runs_claimed(self, owner: str, out: list[ClaimedRun]) -> list[ClaimedRun]:
+        for claimed in out:
+            if not claimed.dead_lettered:
+                self._heads.drop(claimed.execution_id)
+                self._fences.set(claimed.execution_id, owner)
+        return out
+
+    def claim_runs(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None = None,
+        runner_slots: dict[str, int] | None = None,
+    ) -> list[ClaimedRun]:
+        """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
+        if limit <= 0 or runner_names == []:
+            return []
+        plan = self._claim_runs_plan(
+            owner, limit, lease_seconds, max_attempts, runner_names, runner_slots
+        )
+        return self._runs_claimed(owner, self._db.run("claim_runs", plan, write=True))
+
+    async def aclaim_runs(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None = None,
+        runner_slots: dict[str, int] | None = None,
+    ) -> list[ClaimedRun]:
+        if limit <= 0 or runner_names == []:
+            return []
+        plan = self._claim_runs_plan(
+            owner, limit, lease_seconds, max_attempts, runner_names, runner_slots
+        )
+        return self._runs_claimed(owner, await self._db.arun("claim_runs", plan, write=True))
+
+    def enqueue_run(
+        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.aenqueue_run`."""
+        params = (execution_id, runner_name, _codec.dump_json(input, "input"), int(priority))
+        plan = self._count_plan(ENQUEUE_RUN, params)
+        return self._db.run("enqueue_run", plan, execution_id=execution_id) == 1
+
+    async def aenqueue_run(
+        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+    ) -> bool:
+        params = (execution_id, runner_name, _codec.dump_json(input, "input"), int(priority))
+        plan = self._count_plan(ENQUEUE_RUN, params)
+        return await self._db.arun("enqueue_run", plan, execution_id=execution_id) == 1
+
+    def start_queued_run(
+        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.astart_queued_run`."""
+        params = (runner_kind, _codec.dump_json(input, "input"), execution_id, owner)
+        plan = self._count_plan(START_QUEUED, params)
+        return self._db.run("start_queued_run", plan, execution_id=execution_id) == 1
+
+    async def astart_queued_run(
+        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+    ) -> bool:
+        params = (runner_kind, _codec.dump_json(input, "input"), execution_id, owner)
+        plan = self._count_plan(START_QUEUED, params)
+        return await self._db.arun("start_queued_run", plan, execution_id=execution_id) == 1

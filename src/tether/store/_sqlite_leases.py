@@ -1,0 +1,259 @@
+"""Run leases, fencing, worker claims and the start queue on SQLite (``docs/workers.md``).
+
+Every claim runs inside ``BEGIN IMMEDIATE``: the database's write lock serialises claimers, so
+two workers never claim one run. That is exact for processes on one machine and wrong across
+machines (SQLite's file locking over network filesystems is unreliable): use Postgres there.
+Times are this machine's clock (``time.time()``), as everywhere in the SQLite backend.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import AbstractContextManager
+from typing import Any, Final
+
+from ..checkpoint import Checkpoint
+from ..errors import LeaseLost
+from . import _codec
+from ._leases import ClaimedRun, Fences, dead_letter_reason
+
+__all__ = ["MIGRATION_V2", "SQLiteLeases"]
+
+MIGRATION_V2: Final[tuple[str, ...]] = (
+    "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX runs_queue_idx ON runs (status, priority DESC, created_at)",
+)
+
+INSERT_CHECKPOINT_FENCED: Final = (
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {','.join('?' * 19)} "
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = ? AND owner = ?)"
+)
+SELECT_LEASE: Final = (
+    "SELECT owner, COALESCE(lease_expires_at, updated_at + ?) FROM runs WHERE execution_id = ?"
+)
+TAKE_LEASE: Final = (
+    "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
+)
+RENEW_LEASES: Final = "UPDATE runs SET lease_expires_at = ? WHERE owner = ?"
+RELEASE_LEASE: Final = (
+    "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
+    "WHERE execution_id = ? AND owner = ?"
+)
+# Claimable: running with a lapsed lease (no lease at all counts as one lapsing a lease
+# period after the run's last update); queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it.
+_CLAIMABLE: Final = (
+    "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts FROM runs r "
+    "WHERE (r.status = 'running' AND COALESCE(r.lease_expires_at, r.updated_at + ?) < ? "
+    "OR (r.status IN ('queued', 'paused') AND (r.owner IS NULL OR r.lease_expires_at < ?) "
+    "AND (r.status = 'queued' OR EXISTS (SELECT 1 FROM pending_interrupts p "
+    "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < ?)))))"
+)
+_CLAIM_ORDER: Final = " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT ?"
+CLAIM_RUN: Final = (
+    "UPDATE runs SET owner = ?, lease_expires_at = ?, attempts = attempts + 1, updated_at = ? "
+    "WHERE execution_id = ?"
+)
+DEAD_LETTER_RUN: Final = (
+    "UPDATE runs SET status = 'failed', error = ?, owner = NULL, lease_expires_at = NULL, "
+    "updated_at = ?, finished_at = ? WHERE execution_id = ?"
+)
+ENQUEUE_RUN: Final = (
+    f"INSERT INTO runs ({_codec.RUN_COLUMNS}, priority) "
+    "VALUES (?, ?, '', 'queued', ?, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, ?) "
+    "ON CONFLICT (execution_id) DO NOTHING"
+)
+START_QUEUED: Final = (
+    "UPDATE runs SET status = 'running', runner_kind = ?, input = ?, updated_at = ? "
+    "WHERE execution_id = ? AND status = 'queued' AND owner = ?"
+)
+
+
+class SQLiteLeases:
+    """The :class:`~tether.store._leases.LeaseStore` capability of ``SQLiteCheckpointer``."""
+
+    _fences: Fences
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def _drop_head(self, execution_id: str) -> None:
+        raise NotImplementedError
+
+    # --- fencing --------------------------------------------------------------------------
+    def fence(self, execution_id: str, owner: str) -> None:
+        """Fence later commits of the run on ``owner`` (see :mod:`tether.store._leases`)."""
+        self._fences.set(execution_id, owner)
+
+    def unfence(self, execution_id: str, owner: str | None = None) -> None:
+        """Stop fencing the run's commits."""
+        self._fences.drop(execution_id, owner)
+
+    def _insert_checkpoint_row(
+        self, conn: sqlite3.Connection, cp: Checkpoint, params: tuple[Any, ...]
+    ) -> None:
+        from .sqlite import INSERT_CHECKPOINT
+
+        owner = self._fences.get(cp.execution_id)
+        if owner is None:
+            conn.execute(INSERT_CHECKPOINT, params)
+            return
+        if conn.execute(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner)).rowcount != 1:
+            self._drop_head(cp.execution_id)
+            raise LeaseLost(
+                f"this process ({owner}) lost the lease on run {cp.execution_id!r}: another "
+                f"worker took it over, so step {cp.node_id!r} was not committed",
+                owner=owner,
+                execution_id=cp.execution_id,
+                node_id=cp.node_id,
+            )
+
+    # --- leases ---------------------------------------------------------------------------
+    def acquire_run_lease(
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> tuple[bool, str | None, bool]:
+        """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
+        now = time.time()
+        with self._write() as conn:
+            row = conn.execute(SELECT_LEASE, (lease_seconds, execution_id)).fetchone()
+            if row is None:
+                return False, None, False
+            previous, expires = row
+            if previous is not None and previous not in (owner, steal_from) and expires >= now:
+                return False, previous, True
+            conn.execute(TAKE_LEASE, (owner, now + lease_seconds, now, execution_id))
+        self._drop_head(execution_id)
+        self._fences.set(execution_id, owner)
+        return True, previous, True
+
+    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
+        with self._write() as conn:
+            return int(conn.execute(RENEW_LEASES, (time.time() + lease_seconds, owner)).rowcount)
+
+    def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
+        self._fences.drop(execution_id, owner)
+        with self._write() as conn:
+            return conn.execute(RELEASE_LEASE, (execution_id, owner)).rowcount == 1
+
+    # --- workers and the queue ------------------------------------------------------------
+    def claim_runs(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None = None,
+        runner_slots: dict[str, int] | None = None,
+    ) -> list[ClaimedRun]:
+        """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
+        if limit <= 0:
+            return []
+        now = time.time()
+        sql = _CLAIMABLE
+        args: list[Any] = [lease_seconds, now, now, now]
+        if runner_names is not None:
+            if not runner_names:
+                return []
+            sql += f" AND r.runner_name IN ({','.join('?' * len(runner_names))})"
+            args.extend(runner_names)
+        slots = dict(runner_slots or {})
+        args.append(limit * 4 if slots else limit)
+        out: list[ClaimedRun] = []
+        with self._write() as conn:
+            for eid, name, status, raw_input, previous, attempts in conn.execute(
+                sql + _CLAIM_ORDER, args
+            ).fetchall():
+                if len(out) >= limit:
+                    break
+                if name in slots:
+                    if slots[name] <= 0:
+                        continue
+                    slots[name] -= 1
+                claimed = ClaimedRun(
+                    eid, name, status, _codec.load_json(raw_input), previous, attempts + 1
+                )
+                if attempts >= max_attempts:
+                    claimed.attempts = attempts
+                    claimed.dead_lettered = True
+                    reason = dead_letter_reason(attempts, previous)
+                    conn.execute(DEAD_LETTER_RUN, (reason, now, now, eid))
+                else:
+                    conn.execute(CLAIM_RUN, (owner, now + lease_seconds, now, eid))
+                out.append(claimed)
+        for claimed in out:
+            if not claimed.dead_lettered:
+                self._drop_head(claimed.execution_id)
+                self._fences.set(claimed.execution_id, owner)
+        return out
+
+    def enqueue_run(
+        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.aenqueue_run`."""
+        data = _codec.dump_json(input, "input")
+        now = time.time()
+        with self._write() as conn:
+            cur = conn.execute(
+                ENQUEUE_RUN, (execution_id, runner_name, data, now, now, int(priority))
+            )
+            return cur.rowcount == 1
+
+    def start_queued_run(
+        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.astart_queued_run`."""
+        data = _codec.dump_json(input, "input")
+        with self._write() as conn:
+            cur = conn.execute(START_QUEUED, (runner_kind, data, time.time(), execution_id, owner))
+            return cur.rowcount == 1
+
+    # --- async twins (inline: SQLite calls are short local I/O) ---------------------------
+    async def aacquire_run_lease(
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
+    ) -> tuple[bool, str | None, bool]:
+        return self.acquire_run_lease(
+            execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=steal_from
+        )
+
+    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        return self.renew_run_leases(owner, lease_seconds=lease_seconds)
+
+    async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
+        return self.release_run_lease(execution_id, owner=owner)
+
+    async def aclaim_runs(
+        self,
+        *,
+        owner: str,
+        limit: int,
+        lease_seconds: float,
+        max_attempts: int,
+        runner_names: list[str] | None = None,
+        runner_slots: dict[str, int] | None = None,
+    ) -> list[ClaimedRun]:
+        return self.claim_runs(
+            owner=owner,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            max_attempts=max_attempts,
+            runner_names=runner_names,
+            runner_slots=runner_slots,
+        )
+
+    async def aenqueue_run(
+        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+    ) -> bool:
+        return self.enqueue_run(execution_id, runner_name, input, priority=priority)
+
+    async def astart_queued_run(
+        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+    ) -> bool:
+        return self.start_queued_run(
+            execution_id, owner=owner, runner_kind=runner_kind, input=input
+        )

@@ -1,0 +1,353 @@
+"""Workers: processes that continue crashed runs, start queued runs and pick up approvals
+(DESIGN section 10; ``docs/workers.md``).
+
+Run as many workers as you like against one Postgres database (or, on one machine, one SQLite
+file). Each worker loops:
+
+1. **claim** up to ``concurrency`` runs it can run (its registry's runner names): queued runs
+   (higher ``priority`` first, then oldest), running runs whose owner's lease lapsed (the owner
+   died, froze or lost the network), and paused runs whose interrupt was answered from
+   anywhere (``tether approve``, the web page) and not claimed. On Postgres the claim is
+   ``FOR UPDATE SKIP LOCKED``; on SQLite it holds the write lock (one machine only);
+2. **run** each through the registry's runner (``arun`` for a queued run, ``aresume`` for the
+   others) under the worker's lease, which one heartbeat renews for all its runs;
+3. **give back** the lease when the drive ends (completed, paused, failed). A worker whose
+   lease was taken over meanwhile gets :class:`~tether.errors.LeaseLost` at its next commit
+   and drops the run.
+
+A run claimed ``max_attempts`` times without a clean finish (it keeps killing its workers) is
+marked ``failed`` with a ``DeadLetter: ...`` error instead of being run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _lease
+from ._runner import new_owner, run_sync
+from .checkpoint import new_id
+from .errors import (
+    ConfigurationError,
+    LeaseLost,
+    ResumeError,
+    StoreError,
+)
+from .registry import Registry
+from .store._leases import ClaimedRun, LeaseStore
+from .store.base import Checkpointer
+
+__all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]
+
+log = logging.getLogger("tether.worker")
+
+Stop = threading.Event | asyncio.Event | Callable[[], bool]
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """What a worker did before it stopped.
+
+    Attributes:
+        owner: the worker's lease owner id (``host:pid:nonce``).
+        claimed: runs claimed and handed to their runner.
+        finished: runs whose drive ended cleanly (completed, paused or failed).
+        lease_lost: runs dropped because another worker took them over.
+        dead_lettered: runs this worker marked failed for using up their attempts.
+        errors: runs whose drive raised (left leased, so they are retried after the lease).
+    """
+
+    owner: str
+    claimed: int = 0
+    finished: int = 0
+    lease_lost: int = 0
+    dead_lettered: int = 0
+    errors: int = 0
+
+
+def _open(url_or_store: str | Checkpointer) -> Checkpointer:
+    if isinstance(url_or_store, str):
+        from .connect import connect
+
+        return connect(url_or_store)
+    return url_or_store
+
+
+def _stopped(stop: Stop | None) -> bool:
+    if stop is None:
+        return False
+    if isinstance(stop, threading.Event | asyncio.Event):
+        return stop.is_set()
+    return bool(stop())
+
+
+def _check(store: Checkpointer) -> LeaseStore:
+    if not isinstance(store, LeaseStore):
+        raise ConfigurationError(
+            f"{store!r} does not support run leases; workers need a SQLiteCheckpointer or "
+            "PostgresCheckpointer"
+        )
+    return store
+
+
+class _Worker:
+    def __init__(
+        self,
+        registry: Registry,
+        store: LeaseStore,
+        *,
+        concurrency: int,
+        lease_seconds: float,
+        max_attempts: int,
+        per_runner_limit: dict[str, int],
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.max_attempts = max_attempts
+        self.limits = per_runner_limit
+        self.stats = WorkerStats(new_owner())
+        self.active: dict[str, asyncio.Task[None]] = {}
+        self.per_name: collections.Counter[str] = collections.Counter()
+
+    @property
+    def owner(self) -> str:
+        return self.stats.owner
+
+    async def claim(self) -> int:
+        free = self.concurrency - len(self.active)
+        if free <= 0:
+            return 0
+        slots = {name: max(0, n - self.per_name[name]) for name, n in self.limits.items()}
+        claimed = await self.store.aclaim_runs(
+            owner=self.owner,
+            limit=free,
+            lease_seconds=self.lease_seconds,
+            max_attempts=self.max_attempts,
+            runner_names=self.registry.names(),
+            runner_slots=slots or None,
+        )
+        for run in claimed:
+            if run.execution_id in self.active:  # already ours (a renewed claim)
+                continue
+            if run.dead_lettered:
+                self.stats.dead_lettered += 1
+                log.warning(
+                    "run %s dead-lettered after %d attempts", run.execution_id, run.attempts
+                )
+                continue
+            self.stats.claimed += 1
+            self.per_name[run.runner_name] += 1
+            task = asyncio.create_task(self.run_one(run))
+            self.active[run.execution_id] = task
+            task.add_done_callback(functools.partial(self._done, run))
+        return len(claimed)
+
+    def _done(self, run: ClaimedRun, _task: asyncio.Task[None]) -> None:
+        self.active.pop(run.execution_id, None)
+        self.per_name[run.runner_name] -= 1
+
+    async def run_one(self, run: ClaimedRun) -> None:
+        eid = run.execution_id
+        lease = _lease.Lease(
+            eid,
+            self.owner,
+            self.lease_seconds,
+            previous_owner=run.previous_owner,
+            by_worker=True,
+            queued=run.status == "queued",
+        )
+        token = _lease._current.set(lease)
+        runner_store: Any = None
+        release = False
+        try:
+            runner: Any = self.registry.get(run.runner_name)
+            runner_store = runner.checkpointer
+            if runner_store is not self.store and isinstance(runner_store, LeaseStore):
+                runner_store.fence(eid, self.owner)
+            if lease.queued:
+                result = await runner.arun(run.input, execution_id=eid)
+            else:
+                result = await runner.aresume(eid)
+            log.info("run %s: %s", eid, getattr(result, "status", result))
+            self.stats.finished += 1
+            release = True
+        except LeaseLost:
+            self.stats.lease_lost += 1
+            log.warning("run %s: lease lost to another worker; dropped", eid)
+        except ResumeError as exc:  # nothing to continue (finished, or claimed elsewhere)
+            log.info("run %s: not resumed: %s", eid, exc)
+            release = True
+        except (StoreError, ConfigurationError, Exception) as exc:
+            self.stats.errors += 1
+            log.exception("run %s: drive raised %s; retried after its lease", eid, exc)
+        finally:
+            _lease._current.reset(token)
+            if isinstance(runner_store, LeaseStore) and runner_store is not self.store:
+                runner_store.unfence(eid, self.owner)
+            if release:
+                with contextlib.suppress(StoreError):
+                    await self.store.arelease_run_lease(eid, owner=self.owner)
+            else:
+                self.store.unfence(eid, self.owner)
+
+
+async def arun_worker(
+    registry: Registry,
+    url_or_store: str | Checkpointer,
+    *,
+    concurrency: int = 4,
+    lease_seconds: float = 30.0,
+    poll_interval_seconds: float = 0.5,
+    max_attempts: int = 5,
+    stop: Stop | None = None,
+    per_runner_limit: dict[str, int] | None = None,
+) -> WorkerStats:
+    """Run a worker until ``stop`` is set (see the module docstring).
+
+    The runners in ``registry`` must write to the same database as ``url_or_store`` (the CLI
+    points them at it through ``TETHER_DATABASE_URL``).
+
+    Args:
+        registry: the application's runners; only runs of these runner names are claimed.
+        url_or_store: the store, or its URL (``postgresql://...``, ``sqlite:///...``).
+        concurrency: runs driven at once by this worker.
+        lease_seconds: the lease period: a run whose worker stops renewing is taken over
+            about this long after its last renewal.
+        poll_interval_seconds: how long to wait between claims when nothing was claimable.
+        max_attempts: claims of one run without a clean finish before it is dead-lettered.
+        stop: when set (a ``threading.Event``, ``asyncio.Event`` or a callable returning
+            ``True``), the worker claims nothing more, lets its runs finish and returns.
+        per_runner_limit: at most this many runs of a runner name at once in this worker.
+
+    Returns:
+        What the worker did.
+
+    Raises:
+        ConfigurationError: bad arguments, or a store without run leases.
+    """
+    if concurrency < 1 or lease_seconds <= 0 or poll_interval_seconds < 0 or max_attempts < 1:
+        raise ConfigurationError(
+            "need concurrency >= 1, lease_seconds > 0, poll_interval_seconds >= 0 and "
+            f"max_attempts >= 1; got {concurrency}, {lease_seconds}, "
+            f"{poll_interval_seconds}, {max_attempts}"
+        )
+    store = _check(_open(url_or_store))
+    worker = _Worker(
+        registry,
+        store,
+        concurrency=concurrency,
+        lease_seconds=lease_seconds,
+        max_attempts=max_attempts,
+        per_runner_limit=dict(per_runner_limit or {}),
+    )
+    _lease._ACTIVE.add(worker.owner)
+    _lease.heartbeats.add(store, worker.owner, lease_seconds)
+    log.info("worker %s started (concurrency %d)", worker.owner, concurrency)
+    try:
+        while not _stopped(stop):
+            try:
+                got = await worker.claim()
+            except StoreError as exc:
+                log.warning("claim failed: %s", exc)
+                got = 0
+            if got and len(worker.active) < concurrency:
+                continue
+            if worker.active:
+                await asyncio.wait(
+                    list(worker.active.values()),
+                    timeout=poll_interval_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            else:
+                await asyncio.sleep(poll_interval_seconds)
+        if worker.active:
+            await asyncio.wait(list(worker.active.values()))
+    finally:
+        _lease.heartbeats.remove(worker.owner)
+        _lease._ACTIVE.discard(worker.owner)
+    return worker.stats
+
+
+def run_worker(
+    registry: Registry,
+    url_or_store: str | Checkpointer,
+    *,
+    concurrency: int = 4,
+    lease_seconds: float = 30.0,
+    poll_interval_seconds: float = 0.5,
+    max_attempts: int = 5,
+    stop: Stop | None = None,
+    per_runner_limit: dict[str, int] | None = None,
+) -> WorkerStats:
+    """Sync twin of :func:`arun_worker` (blocks until ``stop`` is set)."""
+    return run_sync(
+        arun_worker(
+            registry,
+            url_or_store,
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            poll_interval_seconds=poll_interval_seconds,
+            max_attempts=max_attempts,
+            stop=stop,
+            per_runner_limit=per_runner_limit,
+        )
+    )
+
+
+async def aenqueue(
+    store_or_url: str | Checkpointer,
+    runner_name: str,
+    input: Any,
+    *,
+    execution_id: str | None = None,
+    priority: int = 0,
+) -> str:
+    """Async twin of :func:`enqueue`."""
+    if not isinstance(runner_name, str) or not runner_name:
+        raise ConfigurationError(f"runner_name must be a non-empty str, got {runner_name!r}")
+    store = _check(_open(store_or_url))
+    eid = execution_id or new_id()
+    await store.aenqueue_run(eid, runner_name, input, priority=int(priority))
+    return eid
+
+
+def enqueue(
+    store_or_url: str | Checkpointer,
+    runner_name: str,
+    input: Any,
+    *,
+    execution_id: str | None = None,
+    priority: int = 0,
+) -> str:
+    """Record a run for a worker to start (status ``queued``).
+
+    Workers start queued runs in priority order (higher first, then oldest). Enqueueing an
+    ``execution_id`` that exists changes nothing and returns that id, so a retried enqueue
+    starts one run.
+
+    Args:
+        store_or_url: the store, or its URL.
+        runner_name: the name of the runner to start (as registered in the workers' registry).
+        input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
+        execution_id: the run's id (default: a random one).
+        priority: higher starts first.
+
+    Returns:
+        The run's execution_id.
+
+    Raises:
+        ConfigurationError: no runner name, or a store without the queue.
+        SerializationError: the input cannot be stored as JSON (nothing written).
+    """
+    return run_sync(
+        aenqueue(store_or_url, runner_name, input, execution_id=execution_id, priority=priority)
+    )

@@ -1,0 +1,113 @@
+"""Runners the worker tests run in `tether worker` subprocesses (``--app tests.workers.app``).
+
+The runners open their store from ``TETHER_DATABASE_URL`` (the CLI sets it from ``--db``).
+Side effects go to a ``ledger`` table in the run's database, through ``@idempotent`` with the
+derived idempotency key as the "provider's" key: a body that runs again after a crash (between
+its effect and the cache commit) is counted in ``calls`` but never makes a second row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import time
+from typing import Any
+
+from tether import Chain, Registry, _lease, current_idempotency_key, idempotent, interrupt
+
+NODES = ("n1", "n2", "n3", "n4", "n5")
+STEP_SECONDS = float(os.environ.get("TETHER_TEST_STEP_SECONDS", "0.01"))
+LEDGER_DDL = (
+    "CREATE TABLE IF NOT EXISTS {schema}.ledger (key text PRIMARY KEY, execution_id text, "
+    "node text, calls integer NOT NULL DEFAULT 1)"
+)
+
+
+def _pg() -> Any:
+    import psycopg
+
+    url = os.environ["TETHER_DATABASE_URL"]
+    dsn, _, query = url.partition("?")
+    schema = dict(p.split("=", 1) for p in query.split("&") if p)["schema"]
+    return psycopg.connect(dsn, autocommit=True), schema
+
+
+_conn: Any = None
+
+
+def _ledger(key: str, eid: str, node: str) -> None:
+    global _conn
+    if _conn is None:
+        _conn = _pg()
+    conn, schema = _conn
+    conn.execute(
+        f'INSERT INTO "{schema}".ledger (key, execution_id, node) VALUES (%s, %s, %s) '
+        f'ON CONFLICT (key) DO UPDATE SET calls = "{schema}".ledger.calls + 1',
+        (key, eid, node),
+    )
+
+
+@idempotent
+def effect(eid: str, node: str) -> str:
+    key = current_idempotency_key()
+    assert key is not None
+    _ledger(key, eid, node)
+    return key
+
+
+def _owner() -> str:
+    lease = _lease.current()
+    return lease.owner if lease is not None else "none"
+
+
+def _node(name: str) -> Any:
+    def run(state: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(STEP_SECONDS)
+        effect(state["eid"], name)
+        return {f"{name}_owner": _owner()}
+
+    run.__name__ = name
+    return run
+
+
+five = Chain("five")
+for _name in NODES:
+    five.add_node(_name, _node(_name))
+for _a, _b in itertools.pairwise(NODES):
+    five.add_edge(_a, _b)
+
+
+def _slow(state: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(float(os.environ.get("TETHER_TEST_SLOW_SECONDS", "1.0")))
+    return {f"{state.get('step', 0)}": _owner(), "step": state.get("step", 0) + 1}
+
+
+slow = Chain("slow")
+slow.add_node("s1", _slow)
+slow.add_node("s2", _slow)
+slow.add_node("s3", _slow)
+slow.add_edge("s1", "s2")
+slow.add_edge("s2", "s3")
+
+
+def _crash(state: dict[str, Any]) -> dict[str, Any]:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return {}
+
+
+crashy = Chain("crashy")
+crashy.add_node("boom", _crash)
+
+
+def _ask(state: dict[str, Any]) -> dict[str, Any]:
+    answer = interrupt("approve", {"amount": state.get("amount", 0)})
+    return {"approved": answer.approved, "by": _owner()}
+
+
+approval = Chain("approval")
+approval.add_node("ask", _ask)
+approval.add_node("done", lambda state: {"done": True})
+approval.add_edge("ask", "done")
+
+app = Registry(five, slow, crashy, approval)
