@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import _lease
 from ._runner import new_owner, run_sync
@@ -169,7 +169,11 @@ class _Worker:
         runner_store: Any = None
         release = False
         try:
-            runner: Any = self.registry.get(run.runner_name)
+            runner: Any = (
+                self.registry.get(run.runner_name)
+                if lease.queued  # not started yet: no runner kind recorded to check
+                else await self.registry.afor_run(cast(Checkpointer, self.store), eid)
+            )
             runner_store = runner.checkpointer
             if runner_store is not self.store and isinstance(runner_store, LeaseStore):
                 runner_store.fence(eid, self.owner)

@@ -24,13 +24,19 @@ LEDGER_DDL = (
 )
 
 
-def _pg() -> Any:
+def _connect() -> Any:
+    url = os.environ["TETHER_DATABASE_URL"]
+    if url.startswith("sqlite:///"):
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///") :], timeout=30, isolation_level=None)
+        conn.execute(LEDGER_DDL.format(schema="main"))
+        return conn, "main", "?"
     import psycopg
 
-    url = os.environ["TETHER_DATABASE_URL"]
     dsn, _, query = url.partition("?")
     schema = dict(p.split("=", 1) for p in query.split("&") if p)["schema"]
-    return psycopg.connect(dsn, autocommit=True), schema
+    return psycopg.connect(dsn, autocommit=True), f'"{schema}"', "%s"
 
 
 _conn: Any = None
@@ -39,11 +45,11 @@ _conn: Any = None
 def _ledger(key: str, eid: str, node: str) -> None:
     global _conn
     if _conn is None:
-        _conn = _pg()
-    conn, schema = _conn
+        _conn = _connect()
+    conn, schema, mark = _conn
     conn.execute(
-        f'INSERT INTO "{schema}".ledger (key, execution_id, node) VALUES (%s, %s, %s) '
-        f'ON CONFLICT (key) DO UPDATE SET calls = "{schema}".ledger.calls + 1',
+        f"INSERT INTO {schema}.ledger (key, execution_id, node) VALUES ({mark}, {mark}, {mark}) "
+        "ON CONFLICT (key) DO UPDATE SET calls = ledger.calls + 1",
         (key, eid, node),
     )
 
