@@ -110,3 +110,14 @@ def test_bad_input_is_refused_before_a_run_exists(store):
     with pytest.raises(SerializationError, match=r'input\["x"\]'):
         chain.run({"x": object()})
     assert store.list_runs() == []
+
+
+def test_lone_surrogates_are_a_serialization_error_not_a_driver_error(store):
+    chain = Chain("surrogate", store)
+    chain.add_node("a", lambda s: {"text": "\ud800"})
+    result = chain.run({})
+    assert result.status == "failed" and isinstance(result.error, SerializationError)
+    assert result.error.path == 'state["text"]'
+    with pytest.raises(SerializationError):
+        chain.run({}, execution_id="bad-\udfff-id")
+    assert [r.status for r in store.list_runs()] == ["failed"]
