@@ -23,7 +23,7 @@ import functools
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -71,6 +71,17 @@ _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
 def current() -> Lease | None:
     """The lease the current drive holds, if any."""
     return _current.get()
+
+
+@contextlib.contextmanager
+def adopted(lease: Lease) -> Iterator[Lease]:
+    """Run the code inside under a lease a worker took (``claim_runs``): the verbs it calls
+    for ``lease.execution_id`` use that lease instead of taking one."""
+    token = _current.set(lease)
+    try:
+        yield lease
+    finally:
+        _current.reset(token)
 
 
 def owner_is_dead(owner: str | None) -> bool:

@@ -165,7 +165,6 @@ class _Worker:
             by_worker=True,
             queued=run.status == "queued",
         )
-        token = _lease._current.set(lease)
         runner_store: Any = None
         release = False
         try:
@@ -177,10 +176,11 @@ class _Worker:
             runner_store = runner.checkpointer
             if runner_store is not self.store and isinstance(runner_store, LeaseStore):
                 runner_store.fence(eid, self.owner)
-            if lease.queued:
-                result = await runner.arun(run.input, execution_id=eid)
-            else:
-                result = await runner.aresume(eid)
+            with _lease.adopted(lease):
+                if lease.queued:
+                    result = await runner.arun(run.input, execution_id=eid)
+                else:
+                    result = await runner.aresume(eid)
             log.info("run %s: %s", eid, getattr(result, "status", result))
             self.stats.finished += 1
             release = True
@@ -190,11 +190,10 @@ class _Worker:
         except ResumeError as exc:  # nothing to continue (finished, or claimed elsewhere)
             log.info("run %s: not resumed: %s", eid, exc)
             release = True
-        except (StoreError, ConfigurationError, Exception) as exc:
+        except Exception as exc:  # left leased: retried after the lease, then dead-lettered
             self.stats.errors += 1
-            log.exception("run %s: drive raised %s; retried after its lease", eid, exc)
+            log.exception("run %s: drive raised %s", eid, exc)
         finally:
-            _lease._current.reset(token)
             if isinstance(runner_store, LeaseStore) and runner_store is not self.store:
                 runner_store.unfence(eid, self.owner)
             if release:

@@ -182,3 +182,29 @@ def test_arun_worker_stops_on_an_asyncio_event(store):
         return await task
 
     assert asyncio.run(main()).claimed == 0
+
+
+def test_per_runner_limit_caps_how_many_runs_of_a_runner_a_worker_drives_at_once(store):
+    live = {"now": 0, "most": 0, "done": 0}
+
+    async def step(state: dict[str, Any]) -> dict[str, Any]:
+        live["now"] += 1
+        live["most"] = max(live["most"], live["now"])
+        await asyncio.sleep(0.05)
+        live["now"] -= 1
+        live["done"] += 1
+        return {"ok": True}
+
+    limited = Chain("limited", store)
+    limited.add_node("a", step)
+    for i in range(4):
+        tether.enqueue(store, "limited", {}, execution_id=f"l{i}")
+    stats = tether.run_worker(
+        tether.Registry(limited),
+        store,
+        concurrency=4,
+        poll_interval_seconds=0.01,
+        per_runner_limit={"limited": 1},
+        stop=lambda: live["done"] == 4,
+    )
+    assert stats.finished == 4 and live["most"] == 1
