@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import socket
 
-import pytest
-
 from tether import Chain, Resume, SerializationError, current_idempotency_key, idempotent, interrupt
 
 

@@ -13,7 +13,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tether import Chain, Checkpointer, current_idempotency_key, idempotent, interrupt
+from tether import (
+    Chain,
+    Checkpointer,
+    current_execution_id,
+    current_idempotency_key,
+    idempotent,
+    interrupt,
+)
 
 REVIEW_OVER = Decimal("500")  # refunds above this need a manager
 LEDGER = Path(os.environ.get("REFUND_LEDGER", "ledger.jsonl"))
@@ -23,6 +30,7 @@ LEDGER = Path(os.environ.get("REFUND_LEDGER", "ledger.jsonl"))
 def pay_refund(request_id: str, customer_id: str, amount: Decimal, currency: str) -> dict[str, Any]:
     """The side effect: one ledger line per refund paid (think: a payment provider call)."""
     entry = {
+        "execution_id": current_execution_id(),
         "request_id": request_id,
         "customer_id": customer_id,
         "amount": str(amount),
@@ -55,8 +63,13 @@ def score_risk(s: dict[str, Any]) -> dict[str, Any]:
 def review(s: dict[str, Any]) -> dict[str, Any]:
     answer = interrupt(
         "manager_approval",
-        {"request_id": s["request_id"], "amount": str(s["amount"]), "currency": s["currency"],
-         "risk": s["risk"], "reason": s["reason"]},
+        {
+            "request_id": s["request_id"],
+            "amount": str(s["amount"]),
+            "currency": s["currency"],
+            "risk": s["risk"],
+            "reason": s["reason"],
+        },
     )
     return {"approved": answer.approved, "reviewer": answer.metadata.get("reviewer")}
 
@@ -74,8 +87,13 @@ def notify(s: dict[str, Any]) -> dict[str, Any]:
 
 def build(store: Checkpointer) -> Chain:
     chain = Chain("refunds", store)
-    for node_id, fn in [("validate", validate), ("score_risk", score_risk), ("review", review),
-                        ("charge", charge), ("notify", notify)]:
+    for node_id, fn in [
+        ("validate", validate),
+        ("score_risk", score_risk),
+        ("review", review),
+        ("charge", charge),
+        ("notify", notify),
+    ]:
         chain.add_node(node_id, fn)
     chain.add_edge("validate", "score_risk", condition=lambda s: s["valid"])
     chain.add_edge("validate", "notify")
@@ -92,7 +110,11 @@ def load_requests(path: Path) -> list[dict[str, Any]]:
 
     with path.open(newline="", encoding="utf-8") as f:
         return [
-            {**row, "amount": Decimal(row["amount"]), "account_age_days": int(row["account_age_days"]),
-             "prior_refunds": int(row["prior_refunds"])}
+            {
+                **row,
+                "amount": Decimal(row["amount"]),
+                "account_age_days": int(row["account_age_days"]),
+                "prior_refunds": int(row["prior_refunds"]),
+            }
             for row in csv.DictReader(f)
         ]

@@ -21,8 +21,10 @@ EXPECTED_LOG = ["validate", "charge", "review", "notify"]
 
 @pytest.fixture
 def files(tmp_path):
-    return {"TETHER_TEST_LEDGER": str(tmp_path / "ledger.txt"),
-            "TETHER_TEST_STEPS": str(tmp_path / "steps.txt")}
+    return {
+        "TETHER_TEST_LEDGER": str(tmp_path / "ledger.txt"),
+        "TETHER_TEST_STEPS": str(tmp_path / "steps.txt"),
+    }
 
 
 def _final(store, eid):
@@ -40,7 +42,9 @@ def _final(store, eid):
         ("idempotent.after_effect", {"charge"}),  # effect ran, cache not written: at-least-once
     ],
 )
-def test_crash_before_pause_then_resume_from_another_process(store, db_url, files, fault, ran_twice):
+def test_crash_before_pause_then_resume_from_another_process(
+    store, db_url, files, fault, ran_twice
+):
     eid = f"crash-{fault.replace('@', '-')}"
     code, _ = run_child([db_url, "orders", "run", eid, json.dumps(ORDER)], fault=fault, **files)
     assert code == -signal.SIGKILL
@@ -68,8 +72,9 @@ def test_crash_after_claim_does_not_strand_the_run_and_keeps_the_answer(store, d
     eid = "crash-after-claim"
     _, out = run_child([db_url, "orders", "run", eid, json.dumps(ORDER)], **files)
     assert out["status"] == "paused"
-    code, _ = run_child([db_url, "orders", "resume", eid, "reject"], fault="chain.after_claim",
-                        **files)
+    code, _ = run_child(
+        [db_url, "orders", "resume", eid, "reject"], fault="chain.after_claim", **files
+    )
     assert code == -signal.SIGKILL
     pending = store.get_pending_interrupt(eid)
     assert pending.resume_value["approved"] is False and pending.claimed_by
@@ -79,7 +84,7 @@ def test_crash_after_claim_does_not_strand_the_run_and_keeps_the_answer(store, d
     # Resuming without a value picks up the given answer from the dead claimer.
     _, out = run_child([db_url, "orders", "resume", eid], **files)
     assert out["status"] == "completed"
-    status, last = _final(store, eid)
+    _status, last = _final(store, eid)
     assert last.state_snapshot["rejected"] is True and "approved" in last.state_snapshot
     assert last.state_snapshot["approved"] is False
     assert read_lines(files["TETHER_TEST_LEDGER"]) == ["charge A-1 500"]
@@ -88,8 +93,9 @@ def test_crash_after_claim_does_not_strand_the_run_and_keeps_the_answer(store, d
 def test_crash_inside_resumed_node_before_commit(store, db_url, files):
     eid = "crash-in-resumed-node"
     _, out = run_child([db_url, "orders", "run", eid, json.dumps(ORDER)], **files)
-    code, _ = run_child([db_url, "orders", "resume", eid, "approve"],
-                        fault="chain.before_commit", **files)
+    code, _ = run_child(
+        [db_url, "orders", "resume", eid, "approve"], fault="chain.before_commit", **files
+    )
     assert code == -signal.SIGKILL
     _, out = run_child([db_url, "orders", "resume", eid], **files)
     assert out["status"] == "completed"
@@ -100,12 +106,16 @@ def test_crash_inside_resumed_node_before_commit(store, db_url, files):
 def test_crash_before_run_end_only_writes_the_run_end(store, db_url, files):
     eid = "crash-before-end"
     small = {"order_id": "B-1", "amount": 20}
-    code, _ = run_child([db_url, "orders", "run", eid, json.dumps(small)],
-                        fault="run.before_end", **files)
+    code, _ = run_child(
+        [db_url, "orders", "run", eid, json.dumps(small)], fault="run.before_end", **files
+    )
     assert code == -signal.SIGKILL
     assert store.get_run(eid).status == "running"
     _, out = run_child([db_url, "orders", "resume", eid], **files)
     assert out["status"] == "completed"
     assert Counter(read_lines(files["TETHER_TEST_STEPS"])) == {
-        "validate": 1, "charge": 1, "notify": 1}
+        "validate": 1,
+        "charge": 1,
+        "notify": 1,
+    }
     assert [c.node_id for c in store.list(eid)][-1] == "run_end"

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.chains import loop_chain, orders_chain
 from tether import (
     AlreadyResumed,
     Chain,
     ChainResumeError,
     CheckpointNotFoundError,
     Resume,
-    RunNotFoundError,
     RunnerMismatchError,
+    RunNotFoundError,
     interrupt,
 )
-from tests.support.chains import loop_chain, orders_chain
 
 
 def _nodes(store, eid):
@@ -28,7 +28,9 @@ def test_completed_run_writes_one_row_per_node_and_one_run_end(store):
     assert result.status == "completed"
     assert result.output["log"] == ["validate", "charge", "notify"]
     assert _nodes(store, result.execution_id) == [
-        ("validate", "completed"), ("charge", "completed"), ("notify", "completed"),
+        ("validate", "completed"),
+        ("charge", "completed"),
+        ("notify", "completed"),
         ("run_end", "completed"),
     ]
     assert store.get_run(result.execution_id).status == "completed"
@@ -38,8 +40,12 @@ def test_interrupted_with_resume_value_reruns_the_node_with_the_answer(store):
     chain = orders_chain(store)
     paused = chain.run({"order_id": "o2", "amount": 500})
     assert paused.status == "paused"
-    assert paused.pending_interrupt == {"reason": "manager_approval", "context": {"amount": 500},
-                                        "node_id": "review", "agent_path": None}
+    assert paused.pending_interrupt == {
+        "reason": "manager_approval",
+        "context": {"amount": 500},
+        "node_id": "review",
+        "agent_path": None,
+    }
     assert store.get_run(paused.execution_id).status == "paused"
     done = chain.resume(paused.execution_id, Resume(approved=True))
     assert done.status == "completed" and done.output["approved"] is True
@@ -165,8 +171,15 @@ def test_resume_of_a_run_crashed_after_its_last_node_only_writes_run_end(store):
     # delete nothing: instead check the rule through a run whose last row is a completed node
     from tether.checkpoint import Checkpoint
 
-    store.put(Checkpoint(execution_id=r.execution_id, node_id="a", step_type="node",
-                         status="completed", state_snapshot={"a": 1}))
+    store.put(
+        Checkpoint(
+            execution_id=r.execution_id,
+            node_id="a",
+            step_type="node",
+            status="completed",
+            state_snapshot={"a": 1},
+        )
+    )
     done = chain2.resume(r.execution_id)
     assert done.status == "completed" and ran == ["a", "again"]
     assert _nodes(store, r.execution_id)[-1] == ("run_end", "completed")
@@ -259,8 +272,7 @@ def test_fork_branches_a_finished_run_and_leaves_it_untouched(store):
     before = _nodes(store, done.execution_id)
     validate_cp = store.list(done.execution_id)[0]
     # branch after `validate` (whose recorded route is `charge`) with a what-if amount
-    branch = chain.fork(done.execution_id, validate_cp.checkpoint_id,
-                        state_updates={"amount": 500})
+    branch = chain.fork(done.execution_id, validate_cp.checkpoint_id, state_updates={"amount": 500})
     assert branch.execution_id != done.execution_id
     assert branch.status == "paused"  # the what-if amount needs review
     rows = store.list(branch.execution_id)
@@ -321,6 +333,6 @@ def test_unknown_execution_id_and_wrong_runner(store):
 def test_resume_value_of_the_wrong_type(store):
     chain = orders_chain(store)
     paused = chain.run({"order_id": "o9", "amount": 500})
-    with pytest.raises(ChainResumeError, match="tether.Resume"):
+    with pytest.raises(ChainResumeError, match=r"tether\.Resume"):
         chain.resume(paused.execution_id, {"approved": True})  # type: ignore[arg-type]
     assert chain.resume(paused.execution_id, Resume(True)).status == "completed"

@@ -24,7 +24,7 @@ def test_append_is_found_by_bytes_and_replayed():
     kind, payload, head = _codec.encode_state(None, keys1)
     assert kind == "full"
     keys2 = _codec.encode_keys({"log": ["a", "b"], "n": 1})
-    kind2, payload2, head2 = _codec.encode_state(head, keys2)
+    kind2, payload2, _head2 = _codec.encode_state(head, keys2)
     assert kind2 == "delta" and payload2 == b'{"a":{"log":["b"]}}'
     raw = _codec.replay_state([(1, kind, payload), (2, kind2, payload2)])
     assert raw == {"log": ["a", "b"], "n": 1}
@@ -44,10 +44,15 @@ def test_encode_next_appends_only_the_new_tail_of_a_grown_list():
     assert kind == "delta" and payload == b'{"a":{"log":["b"]}}'
     # in-place mutation of an earlier item is still caught (identity differs -> full compare)
     changed = ["z", "b"]
-    _, payload3, h3 = _codec.encode_next(h2, {"log": changed, "n": 1})
+    _, payload3, _h3 = _codec.encode_next(h2, {"log": changed, "n": 1})
     assert payload3 == b'{"s":{"log":["z","b"]}}'
-    raw = _codec.replay_state([(1, "full", b'{"log":["aaaaaaaaaa"],"n":1}'),
-                               (2, "delta", payload), (3, "delta", payload3)])
+    raw = _codec.replay_state(
+        [
+            (1, "full", b'{"log":["aaaaaaaaaa"],"n":1}'),
+            (2, "delta", payload),
+            (3, "delta", payload3),
+        ]
+    )
     assert raw == {"log": ["z", "b"], "n": 1}
 
 
@@ -69,7 +74,7 @@ def test_mutable_items_never_take_the_identity_shortcut():
     row = {"x": 1}
     _, _, h1 = _codec.encode_next(None, {"rows": [row]})
     row["x"] = 2  # mutated in place: same object, different content
-    kind, payload, _ = _codec.encode_next(h1, {"rows": [row, {"y": 3}]})
+    _kind, payload, _ = _codec.encode_next(h1, {"rows": [row, {"y": 3}]})
     assert payload == b'{"s":{"rows":[{"x":2},{"y":3}]}}'
 
 
@@ -80,8 +85,9 @@ def test_frozen_dicts_take_the_identity_shortcut_and_read_back_as_dicts():
     _, _, h1 = _codec.encode_next(None, {"messages": [m1]})
     kind, payload, _ = _codec.encode_next(h1, {"messages": [m1, m2]})
     assert payload == b'{"a":{"messages":[{"role":"assistant","content":"yo"}]}}'
-    raw = _codec.replay_state([(1, "full", b'{"messages":[{"role":"user","content":"hi"}]}'),
-                               (2, kind, payload)])
+    raw = _codec.replay_state(
+        [(1, "full", b'{"messages":[{"role":"user","content":"hi"}]}'), (2, kind, payload)]
+    )
     state = _codec.decode_state(raw)
     assert state == {"messages": [dict(m1), dict(m2)]}
     assert type(state["messages"][0]) is dict

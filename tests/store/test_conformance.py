@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from tether import Checkpoint, ConfigurationError, ConcurrentWriteError, SerializationError
+from tether import Checkpoint, ConcurrentWriteError, ConfigurationError, SerializationError
 from tether.checkpoint import latest_forkable, latest_resumable
 from tether.errors import AlreadyResumed, RunNotFoundError
 from tether.store.base import RunRecord
@@ -20,8 +20,14 @@ def _run(store, eid: str = "run-1", name: str = "chain-a") -> str:
 
 
 def _cp(eid: str, node: str, state: dict, **kw) -> Checkpoint:
-    return Checkpoint(execution_id=eid, node_id=node, step_type=kw.pop("step_type", "node"),
-                      status=kw.pop("status", "completed"), state_snapshot=state, **kw)
+    return Checkpoint(
+        execution_id=eid,
+        node_id=node,
+        step_type=kw.pop("step_type", "node"),
+        status=kw.pop("status", "completed"),
+        state_snapshot=state,
+        **kw,
+    )
 
 
 def test_put_assigns_strictly_increasing_seq_and_ids(store):
@@ -45,7 +51,9 @@ def test_get_last_is_highest_seq_with_full_state(store):
 
 def test_list_returns_every_row_in_seq_order_with_full_snapshots(store):
     eid = _run(store)
-    states = [{"a": i, "items": ["x"] * i, **({"gone": 1} if i % 3 == 0 else {})} for i in range(50)]
+    states = [
+        {"a": i, "items": ["x"] * i, **({"gone": 1} if i % 3 == 0 else {})} for i in range(50)
+    ]
     for i, st in enumerate(states):
         store.put(_cp(eid, f"n{i}", st))
     rows = store.list(eid)
@@ -63,10 +71,19 @@ def test_get_checkpoint_by_id_returns_that_rows_state(store):
 
 def test_fields_round_trip(store):
     eid = _run(store)
-    cp = _cp(eid, "turn:2/tool:refund", {"k": 1}, step_type="tool_call", node_index=4,
-             node_input={"amount": Decimal("12.50")}, node_output=[1, "two"],
-             iteration_counters={"a->b": 2}, agent_path="agent:support/tool:refund",
-             parent_checkpoint_id="p1", next_node_id="b")
+    cp = _cp(
+        eid,
+        "turn:2/tool:refund",
+        {"k": 1},
+        step_type="tool_call",
+        node_index=4,
+        node_input={"amount": Decimal("12.50")},
+        node_output=[1, "two"],
+        iteration_counters={"a->b": 2},
+        agent_path="agent:support/tool:refund",
+        parent_checkpoint_id="p1",
+        next_node_id="b",
+    )
     store.put(cp)
     got = store.get_last(eid)
     assert got.node_input == {"amount": Decimal("12.50")}
@@ -93,8 +110,15 @@ def test_record_interrupt_writes_row_pending_and_paused_status_together(store):
     eid = _run(store)
     store.put(_cp(eid, "a", {"x": 1}))
     pending = store.record_interrupt(
-        _cp(eid, "review", {"x": 1}, status="interrupted", step_type="hitl_pause",
-            interrupt_reason="manager_approval", interrupt_context={"amount": 900})
+        _cp(
+            eid,
+            "review",
+            {"x": 1},
+            status="interrupted",
+            step_type="hitl_pause",
+            interrupt_reason="manager_approval",
+            interrupt_context={"amount": 900},
+        )
     )
     assert pending.reason == "manager_approval" and pending.context == {"amount": 900}
     assert store.get_last(eid).status == "interrupted"
@@ -107,8 +131,16 @@ def test_record_interrupt_with_bad_context_writes_nothing(store):
     eid = _run(store)
     store.put(_cp(eid, "a", {"x": 1}))
     with pytest.raises(SerializationError):
-        store.record_interrupt(_cp(eid, "review", {"x": 1}, status="interrupted",
-                                   interrupt_reason="r", interrupt_context={"f": object()}))
+        store.record_interrupt(
+            _cp(
+                eid,
+                "review",
+                {"x": 1},
+                status="interrupted",
+                interrupt_reason="r",
+                interrupt_context={"f": object()},
+            )
+        )
     assert store.get_last(eid).node_id == "a"
     assert store.get_pending_interrupt(eid) is None
 
@@ -121,32 +153,40 @@ def _paused(store, eid="run-p"):
 
 def test_claim_is_won_once(store):
     eid = _paused(store)
-    first = store.claim_interrupt(eid, owner="o1", resume_value={"approved": True},
-                                  lease_seconds=60)
+    first = store.claim_interrupt(
+        eid, owner="o1", resume_value={"approved": True}, lease_seconds=60
+    )
     assert first is not None and first.resume_value == {"approved": True}
-    assert store.claim_interrupt(eid, owner="o2", resume_value={"approved": False},
-                                 lease_seconds=60) is None
+    assert (
+        store.claim_interrupt(eid, owner="o2", resume_value={"approved": False}, lease_seconds=60)
+        is None
+    )
     assert store.get_pending_interrupt(eid).resume_value == {"approved": True}
 
 
 def test_claim_without_answer_needs_a_stored_answer_and_a_lapsed_lease(store):
     eid = _paused(store)
     assert store.claim_interrupt(eid, owner="o1", resume_value=None, lease_seconds=60) is None
-    assert store.claim_interrupt(eid, owner="o1", resume_value={"approved": True},
-                                 lease_seconds=-1) is not None  # lease already lapsed
+    assert (
+        store.claim_interrupt(eid, owner="o1", resume_value={"approved": True}, lease_seconds=-1)
+        is not None
+    )  # lease already lapsed
     got = store.claim_interrupt(eid, owner="o2", resume_value=None, lease_seconds=60)
     assert got is not None and got.claimed_by == "o2" and got.resume_value == {"approved": True}
     # the answer cannot be replaced once given
-    assert store.claim_interrupt(eid, owner="o3", resume_value={"approved": False},
-                                 lease_seconds=60) is None
+    assert (
+        store.claim_interrupt(eid, owner="o3", resume_value={"approved": False}, lease_seconds=60)
+        is None
+    )
 
 
 def test_claim_can_be_taken_from_a_named_dead_owner(store):
     eid = _paused(store)
     store.claim_interrupt(eid, owner="dead", resume_value={"approved": True}, lease_seconds=600)
     assert store.claim_interrupt(eid, owner="o2", resume_value=None, lease_seconds=60) is None
-    got = store.claim_interrupt(eid, owner="o2", resume_value=None, lease_seconds=60,
-                                steal_from="dead")
+    got = store.claim_interrupt(
+        eid, owner="o2", resume_value=None, lease_seconds=60, steal_from="dead"
+    )
     assert got is not None and got.claimed_by == "o2"
 
 
@@ -264,8 +304,13 @@ def test_typed_values_round_trip(store):
     import uuid
 
     eid = _run(store)
-    state = {"when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC), "day": dt.date(2026, 1, 2),
-             "id": uuid.UUID(int=7), "amount": Decimal("1.10"), "raw": b"\x00\xff"}
+    state = {
+        "when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+        "day": dt.date(2026, 1, 2),
+        "id": uuid.UUID(int=7),
+        "amount": Decimal("1.10"),
+        "raw": b"\x00\xff",
+    }
     store.put(_cp(eid, "a", state))
     assert store.get_last(eid).state_snapshot == state
 

@@ -29,8 +29,12 @@ def test_a_file_from_a_newer_schema_version_is_refused_and_left_intact(tmp_path)
         SQLiteCheckpointer(path)
     assert info.value.found == 99 and "upgrade tether" in str(info.value)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?",
-                            (eid,)).fetchone()[0] == 2
+        assert (
+            conn.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?", (eid,)
+            ).fetchone()[0]
+            == 2
+        )
 
 
 def test_a_file_that_is_not_a_database(tmp_path):
@@ -64,8 +68,10 @@ def test_corrupt_state_row_is_a_clear_error(tmp_path):
     path = tmp_path / "t.db"
     eid = _one_run(path)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE checkpoints SET state = ? WHERE execution_id = ? AND seq = 1",
-                     (b"{not json", eid))
+        conn.execute(
+            "UPDATE checkpoints SET state = ? WHERE execution_id = ? AND seq = 1",
+            (b"{not json", eid),
+        )
     store = SQLiteCheckpointer(path)
     with pytest.raises(CorruptRecordError, match="not valid JSON"):
         store.list(eid)

@@ -23,7 +23,9 @@ def child_env(fault: str | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_child(args: list[str], *, fault: str | None = None, timeout: float = 60, **extra: str) -> tuple[int, dict[str, Any] | None]:
+def run_child(
+    args: list[str], *, fault: str | None = None, timeout: float = 60, **extra: str
+) -> tuple[int, dict[str, Any] | None]:
     """Run ``python -m tests.support.child *args``; returns (returncode, parsed output)."""
     proc = subprocess.run(
         [sys.executable, "-m", "tests.support.child", *args],

@@ -34,8 +34,10 @@ def race(url: str, n_racers: int, execution_ids: list[str]) -> list[list[str]]:
     barrier = ctx.Barrier(n_racers)
     jobs = [ctx.Queue() for _ in range(n_racers)]
     results = ctx.Queue()
-    procs = [ctx.Process(target=racer, args=(url, barrier, jobs[i], results), daemon=True)
-             for i in range(n_racers)]
+    procs = [
+        ctx.Process(target=racer, args=(url, barrier, jobs[i], results), daemon=True)
+        for i in range(n_racers)
+    ]
     for p in procs:
         p.start()
     out = []
