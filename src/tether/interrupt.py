@@ -35,6 +35,22 @@ class Resume:
     data: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Checked here, not when the answer is read back: a malformed answer must be refused
+        # before it is claimed and stored, or it would stick to the run.
+        if type(self.approved) is not bool:
+            raise ChainResumeError(
+                f"Resume.approved must be True or False, got {type(self.approved).__name__} "
+                f"{self.approved!r}"
+            )
+        if not isinstance(self.metadata, dict):
+            raise ChainResumeError(
+                f"Resume.metadata must be a dict, got {type(self.metadata).__name__}"
+            )
+        from .serde import dumps  # serde imports nothing from here; local to keep layers clear
+
+        dumps(self.to_dict(), "resume_value")
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able form stored with the pending interrupt."""
         return {"approved": self.approved, "data": self.data, "metadata": dict(self.metadata)}
@@ -46,9 +62,13 @@ class Resume:
         Raises:
             ChainResumeError: ``d`` is not a stored answer.
         """
-        if not isinstance(d, dict) or not isinstance(d.get("approved"), bool):
+        if (
+            not isinstance(d, dict)
+            or type(d.get("approved")) is not bool
+            or not isinstance(d.get("metadata") or {}, dict)
+        ):
             raise ChainResumeError(f"stored resume value is malformed: {d!r}")
-        return cls(bool(d["approved"]), d.get("data"), dict(d.get("metadata") or {}))
+        return cls(d["approved"], d.get("data"), dict(d.get("metadata") or {}))
 
 
 @dataclass(slots=True)

@@ -11,9 +11,11 @@ from tether import (
     Chain,
     ChainResumeError,
     CheckpointNotFoundError,
+    ConfigurationError,
     Resume,
     RunnerMismatchError,
     RunNotFoundError,
+    SerializationError,
     interrupt,
 )
 
@@ -335,4 +337,52 @@ def test_resume_value_of_the_wrong_type(store):
     paused = chain.run({"order_id": "o9", "amount": 500})
     with pytest.raises(ChainResumeError, match=r"tether\.Resume"):
         chain.resume(paused.execution_id, {"approved": True})  # type: ignore[arg-type]
+    assert chain.resume(paused.execution_id, Resume(True)).status == "completed"
+
+
+def test_in_place_mutation_before_interrupt_is_not_applied_twice(store):
+    chain = Chain("mutate", store)
+    chain.add_node("a", lambda s: {"log": [], "counter": {"n": 0}})
+
+    def m(state):
+        state["log"].append("m-ran")  # mutates the shared nested list in place
+        state["counter"]["n"] += 1
+        answer = interrupt("ok?", {})
+        return {"approved": answer.approved}
+
+    chain.add_node("m", m)
+    chain.add_edge("a", "m")
+    paused = chain.run({})
+    assert store.get_last(paused.execution_id).state_snapshot == {"log": [], "counter": {"n": 0}}
+    done = chain.resume(paused.execution_id, Resume(True))
+    assert done.output == {"log": ["m-ran"], "counter": {"n": 1}, "approved": True}
+
+
+def test_a_malformed_resume_is_refused_before_anything_is_claimed(store):
+    chain = orders_chain(store)
+    paused = chain.run({"order_id": "bad", "amount": 500})
+    for bad in (
+        lambda: Resume(approved="no"),
+        lambda: Resume(approved=1),
+        lambda: Resume(True, metadata="x"),
+        lambda: Resume(True, data=object()),
+    ):
+        with pytest.raises((ChainResumeError, SerializationError)):
+            chain.resume(paused.execution_id, bad())
+    pending = store.get_pending_interrupt(paused.execution_id)
+    assert pending.claimed_by is None and pending.resume_value is None
+    assert chain.resume(paused.execution_id, Resume(True)).status == "completed"
+
+
+def test_a_changed_graph_is_refused_before_the_claim(store):
+    chain = orders_chain(store)
+    paused = chain.run({"order_id": "g", "amount": 500})
+    changed = orders_chain(store)
+    del changed.nodes["review"]
+    with pytest.raises(ConfigurationError, match="nothing was claimed"):
+        changed.resume(paused.execution_id, Resume(True))
+    assert store.get_pending_interrupt(paused.execution_id).claimed_by is None
+    with pytest.raises(ConfigurationError):
+        changed.fork(paused.execution_id, resume_value=Resume(True))
+    assert len(store.list_runs()) == 1  # no orphan branch run
     assert chain.resume(paused.execution_id, Resume(True)).status == "completed"

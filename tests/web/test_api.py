@@ -304,3 +304,17 @@ def test_sessions_are_signed_and_expire():
     assert sessions.load(f"{body}.{sessions._sign(body)}") is None
     assert sessions.csrf_ok(session, sessions.csrf_token(session))
     assert not sessions.csrf_ok(session, "")
+
+
+def test_ids_holding_a_slash_open_and_answer(client, store):
+    from tests.support.chains import orders_chain
+
+    eid = "tenant/order-1"
+    orders_chain(store).run({"order_id": "S-1", "amount": 500}, execution_id=eid)
+    assert client.get(f"/api/runs/{eid}", headers=bearer()).json()["run"]["execution_id"] == eid
+    answered = client.post(f"/api/runs/{eid}/approve", json={}, headers=bearer())
+    assert answered.status_code == 200, answered.text
+    assert store.get_run(eid).status == "completed"
+    assert login(client).status_code == 303
+    page = client.get(f"/runs/{eid}")
+    assert page.status_code == 200 and "tenant/order-1" in page.text

@@ -104,6 +104,7 @@ async def resume(
         # Crashed before its first node committed: start over from the recorded input.
         await store.aset_run_status(execution_id, "running")
         return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
+    _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=chain.claim_lease_seconds)
         fault("chain.after_claim")
@@ -119,6 +120,18 @@ async def resume(
     await store.aset_run_status(execution_id, "running")
     cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
     return await _drive(chain, store, execution_id, cursor)
+
+
+def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
+    """Refuse, before anything is claimed or written, a run that continues at a node this
+    chain no longer has (the graph changed between run and resume)."""
+    if node_id is not None and node_id not in chain.nodes:
+        raise ConfigurationError(
+            f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
+            f"{chain.name!r} does not have (was the graph changed?); nothing was claimed",
+            execution_id=cp.execution_id,
+            node_id=node_id,
+        )
 
 
 @_lease.leased_fork
@@ -151,10 +164,16 @@ async def fork(
         )
     if src.agent_path is not None:  # a row inside a runner node
         return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
+    if state_updates is not None and not isinstance(state_updates, dict):
+        raise ConfigurationError(
+            f"state_updates must be a dict, got {type(state_updates).__name__}",
+            execution_id=execution_id,
+        )
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
     interrupted = src.status == "interrupted"
     next_node = src.node_id if interrupted else src.next_node_id
+    _check_graph(chain, next_node, src)
     answers: list[Resume] = []
     if interrupted:
         if isinstance(src.node_input, dict):
@@ -376,6 +395,9 @@ async def _pause(
         context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
     except SerializationError as exc:
         return await _fail(store, eid, node_id, state, exc, owner, {})
+    # The node may have mutated nested values of its state in place before interrupt();
+    # the paused row must hold the state the node started from, since it re-runs from its top.
+    state = await _committed_state(store, eid)
     earlier = [a.to_dict() for a in scope.answers[: sig.index]]
     cp = Checkpoint(
         execution_id=eid,
@@ -392,6 +414,17 @@ async def _pause(
     )
     pending = await store.arecord_interrupt(cp, release_claim_of=owner)
     return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
+
+
+async def _committed_state(store: Checkpointer, eid: str) -> dict[str, Any]:
+    """The state as of the run's last committed step (its input if none committed yet)."""
+    last = await store.aget_last(eid)
+    while last is not None and last.is_run_end:
+        last = await store.aget_last(eid, before_seq=last.seq)
+    if last is not None:
+        return last.state_snapshot
+    run = await store.aget_run(eid)
+    return dict(run.input or {}) if run is not None else {}
 
 
 async def _fail(

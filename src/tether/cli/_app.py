@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import click
 
 from ..connect import DEFAULT_URL, connect
-from ..errors import StoreUnavailableError
+from ..errors import ConfigurationError, StoreUnavailableError
 from ..registry import Registry, load_app
 from ..store.base import Checkpointer
 from . import _errors
@@ -88,6 +88,11 @@ def open_store(url: str, *, create: bool = False) -> Checkpointer:
     Raises:
         StoreUnavailableError: ``create`` is false and the SQLite file does not exist.
     """
+    if not url.strip():
+        raise ConfigurationError(
+            "the store URL is empty (an empty --db or TETHER_DATABASE_URL); give "
+            "sqlite:///path.db or postgresql://..."
+        )
     parts = urlsplit(url)
     if not create and parts.scheme.lower() == "sqlite" and parts.netloc != ":memory:":
         path = unquote(parts.path)

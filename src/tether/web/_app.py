@@ -403,14 +403,15 @@ def create_app(
         Route("/logout", web.logout, methods=["POST"]),
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
-        Route("/runs/{execution_id}", web.run_page),
-        Route("/runs/{execution_id}/approve", web.answer_form, methods=["POST"]),
-        Route("/runs/{execution_id}/reject", web.answer_form, methods=["POST"]),
+        # `:path` so that ids holding "/" (e.g. "tenant/order-1") reach their run.
+        Route("/runs/{execution_id:path}/approve", web.answer_form, methods=["POST"]),
+        Route("/runs/{execution_id:path}/reject", web.answer_form, methods=["POST"]),
+        Route("/runs/{execution_id:path}", web.run_page),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
-        Route("/api/runs/{execution_id}", web.api_run),
-        Route("/api/runs/{execution_id}/approve", web.api_answer, methods=["POST"]),
-        Route("/api/runs/{execution_id}/reject", web.api_answer, methods=["POST"]),
+        Route("/api/runs/{execution_id:path}/approve", web.api_answer, methods=["POST"]),
+        Route("/api/runs/{execution_id:path}/reject", web.api_answer, methods=["POST"]),
+        Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
     app = Starlette(routes=routes)
