@@ -14,6 +14,7 @@ from .checkpoint import Checkpoint
 from .errors import (
     AlreadyResumed,
     ChainResumeError,
+    CheckpointNotFoundError,
     ConfigurationError,
     RunnerMismatchError,
     RunNotFoundError,
@@ -203,3 +204,30 @@ async def claim_heartbeat(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+async def afork_checkpoint(
+    store: Checkpointer, execution_id: str, checkpoint_id: str | None
+) -> Checkpoint:
+    """The row a fork branches from: ``checkpoint_id``, or the newest row; a ``run_end``
+    tombstone is stepped over either way (it addresses no node: DESIGN section 9).
+
+    Raises:
+        CheckpointNotFoundError: no such checkpoint in the run, or the run has none yet.
+    """
+    if checkpoint_id is None:
+        src = await store.aget_last(execution_id)
+    else:
+        src = await store.aget_checkpoint(execution_id, checkpoint_id)
+        if src is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
+                execution_id=execution_id,
+            )
+    while src is not None and src.is_run_end:
+        src = await store.aget_last(execution_id, before_seq=src.seq)
+    if src is None:
+        raise CheckpointNotFoundError(
+            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    return src

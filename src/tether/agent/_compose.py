@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _lease, _trace
 from .._context import RunContext, current_agent_path, run_scope
 from .._faults import fault
-from .._runner import claim, load_run
+from .._runner import afork_checkpoint, claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
-    CheckpointNotFoundError,
     ConfigurationError,
     StoreError,
 )
@@ -335,21 +334,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = runner.checkpointer
     run = await load_run(store, execution_id, runner.name)
-    if checkpoint_id is None:
-        src = await store.aget_last(execution_id)
-    else:
-        src = await store.aget_checkpoint(execution_id, checkpoint_id)
-        if src is None:
-            raise CheckpointNotFoundError(
-                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
-                execution_id=execution_id,
-            )
-    while src is not None and src.is_run_end:
-        src = await store.aget_last(execution_id, before_seq=src.seq)
-    if src is None:
-        raise CheckpointNotFoundError(
-            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
-        )
+    src = await afork_checkpoint(store, execution_id, checkpoint_id)
     reentry, source = fork_source(src, value)
     eid = new_execution_id or new_id()
     await _lease.acreate_run(

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
-from .._runner import claim, load_run
+from .._runner import afork_checkpoint, claim, load_run
 from ..checkpoint import Checkpoint, new_id
-from ..errors import AlreadyResumed, CheckpointNotFoundError, ConfigurationError
+from ..errors import AlreadyResumed, ConfigurationError
 from ..interrupt import Resume, check_resume_value
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
@@ -175,21 +175,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = agent.checkpointer
     run = await load_run(store, execution_id, agent.name)
-    if checkpoint_id is None:
-        src = await store.aget_last(execution_id)
-    else:
-        src = await store.aget_checkpoint(execution_id, checkpoint_id)
-        if src is None:
-            raise CheckpointNotFoundError(
-                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
-                execution_id=execution_id,
-            )
-    while src is not None and src.is_run_end:
-        src = await store.aget_last(execution_id, before_seq=src.seq)
-    if src is None:
-        raise CheckpointNotFoundError(
-            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
-        )
+    src = await afork_checkpoint(store, execution_id, checkpoint_id)
     source: dict[str, Any] = {
         "node_id": src.node_id,
         "status": src.status,

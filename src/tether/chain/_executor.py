@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import claim, claim_heartbeat, load_run
+from .._runner import afork_checkpoint, claim, claim_heartbeat, load_run
 from ..agent._compose import claim_reentry, fork_source, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, outer_frame
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
-    CheckpointNotFoundError,
     ConfigurationError,
     InterruptSignal,
     SerializationError,
@@ -146,22 +145,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = chain.checkpointer
     run = await load_run(store, execution_id, chain.name)
-    if checkpoint_id is None:
-        src = await store.aget_last(execution_id)
-    else:
-        src = await store.aget_checkpoint(execution_id, checkpoint_id)
-        if src is None:
-            raise CheckpointNotFoundError(
-                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
-                execution_id=execution_id,
-            )
-    # The tombstone addresses no node: branch from the row before it (latest_forkable's rule).
-    while src is not None and src.is_run_end:
-        src = await store.aget_last(execution_id, before_seq=src.seq)
-    if src is None:
-        raise CheckpointNotFoundError(
-            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
-        )
+    src = await afork_checkpoint(store, execution_id, checkpoint_id)
     if src.agent_path is not None:  # a row inside a runner node
         return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
     if state_updates is not None and not isinstance(state_updates, dict):
