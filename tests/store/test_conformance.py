@@ -201,6 +201,24 @@ def test_put_releasing_a_claim_deletes_pending_and_is_fenced(store):
     assert store.get_pending_interrupt(eid) is None
 
 
+def test_a_run_end_that_loses_the_race_for_its_step_leaves_the_run_status_unchanged(store, db_url):
+    import tether
+
+    eid = _run(store)
+    store.put(_cp(eid, "a", {"x": 1}))
+    other = tether.connect(db_url)
+    try:
+        other.get_last(eid)  # primes the other writer's head at seq 1
+        store.put(_cp(eid, "b", {"x": 2}))
+        with pytest.raises(ConcurrentWriteError):
+            other.put(_cp(eid, "run_end", {}, step_type="run_end"), run_status="failed")
+    finally:
+        other.close()
+    run = store.get_run(eid)
+    assert run.status == "running" and run.finished_at is None and run.error is None
+    assert [cp.node_id for cp in store.list(eid)] == ["a", "b"]
+
+
 def test_release_claim_keeps_the_answer(store):
     eid = _paused(store)
     store.claim_interrupt(eid, owner="o1", resume_value={"approved": True}, lease_seconds=60)

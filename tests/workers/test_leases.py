@@ -56,6 +56,44 @@ def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(
     assert isinstance(info.value, tether.ConcurrentWriteError)
 
 
+def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_owner_has_it(
+    store, db_url
+):
+    store.create_run(tether.RunRecord("r1e", "three", "chain", owner="hostA:1:a"))
+    store.fence("r1e", "hostA:1:a")
+    store.put(Checkpoint("r1e", "a", "node", "completed", {"a": 1}))
+    other = tether.connect(db_url)  # another process takes the run over
+    try:
+        won, _, _ = other.acquire_run_lease(
+            "r1e", owner="hostB:2:b", lease_seconds=30, steal_from="hostA:1:a"
+        )
+    finally:
+        other.close()
+    assert won
+    with pytest.raises(LeaseLost):
+        store.put(
+            Checkpoint("r1e", "run_end", "run_end", "completed", {"a": 1}),
+            run_status="failed",
+            error="boom",
+        )
+    run = store.get_run("r1e")
+    assert run.status == "running" and run.error is None and run.finished_at is None
+    assert run.owner == "hostB:2:b"
+    assert [cp.node_id for cp in store.list("r1e")] == ["a"]
+
+
+def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_together(store):
+    store.create_run(tether.RunRecord("r1f", "three", "chain", owner="hostA:1:a"))
+    store.fence("r1f", "hostA:1:a")
+    store.put(Checkpoint("r1f", "a", "node", "completed", {"a": 1}))
+    store.put(
+        Checkpoint("r1f", "run_end", "run_end", "completed", {"a": 1}), run_status="completed"
+    )
+    run = store.get_run("r1f")
+    assert run.status == "completed" and run.finished_at is not None
+    assert [cp.node_id for cp in store.list("r1f")] == ["a", "run_end"]
+
+
 def test_resume_by_hand_of_a_run_a_live_process_holds_raises_lease_held(store):
     chain = _three(store)
     store.create_run(tether.RunRecord("r2", "three", "chain", input={}))

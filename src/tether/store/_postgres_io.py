@@ -7,7 +7,9 @@ sync pool (:meth:`Database.run`) or of the running event loop's async pool
 line of logic and differ only in how they wait. A driver error is thrown into the plan at the
 statement that caused it, so the plan can turn it into the error that says what happened
 (a unique violation on ``(execution_id, seq)`` is another writer's step); anything it does not
-handle becomes a :class:`~tether.errors.StoreError` here, never a raw driver error.
+handle becomes a :class:`~tether.errors.StoreError` here, never a raw driver error. A write
+plan runs in one transaction, begun before its first statement, unless that statement is
+marked as its last (:func:`last`): then it runs alone in autocommit, one round trip.
 
 Async pools are bound to the event loop that opened them (their locks, queues and workers
 live there), so there is one per loop, opened on first use and closed when the loop shuts
@@ -78,6 +80,22 @@ class Result:
 
 Plan: TypeAlias = Generator[Statement, Result, T]
 """An operation: yields statements, receives their results, returns its value."""
+
+
+class _Last(tuple[bytes, Sequence[Any] | None]):
+    __slots__ = ()
+
+
+def last(query: bytes, params: Sequence[Any] | None) -> Statement:
+    """Mark a write plan's final statement.
+
+    A write plan whose first statement is also its last runs that statement on its own, in
+    autocommit: one statement is atomic by itself, so the step is still one transaction, and
+    it costs one round trip instead of three (``BEGIN``, the statement, ``COMMIT``). A plan
+    that yields anything after a statement so marked is a bug (:class:`RuntimeError`).
+    """
+    return _Last((query, params))
+
 
 # --- NUL-safe text --------------------------------------------------------------------------
 _ESC = "\ufffe"
@@ -224,7 +242,8 @@ def translate(
     if lost or isinstance(exc, _LOST):
         return StoreUnavailableError(
             f"lost the connection to PostgreSQL {where} during {what}: {msg}. Its transaction "
-            "did not commit (if the loss came during COMMIT, read the run back: it may have)",
+            "did not commit, unless the loss came as it committed (during COMMIT, or during a "
+            "write sent as one statement): read the run back to know",
             execution_id=execution_id,
         )
     if isinstance(exc, _MISSING):
@@ -552,8 +571,7 @@ class Database:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    with conn.transaction() if write else contextlib.nullcontext():
-                        return _drive(conn, plan)
+                    return _drive(conn, plan, write)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -576,8 +594,7 @@ class Database:
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    async with conn.transaction() if write else contextlib.nullcontext():
-                        return await _adrive(conn, plan)
+                    return await _adrive(conn, plan, write)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -635,40 +652,70 @@ class Database:
         }
 
 
-def _drive(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+_PAST_LAST = "a write plan yielded a statement after the one it marked last"
+
+
+def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
+    """Run ``plan``; when ``write``, as one transaction, begun before its first statement
+    unless that statement is its last (see :func:`last`)."""
     cur = conn.cursor(binary=True)
     _use_text_adapters(cur.adapters)
     try:
-        stmt = next(plan)
-        while True:
+        with contextlib.ExitStack() as transaction:
             try:
-                cur.execute(stmt[0], stmt[1])
-                result = Result(cur.fetchall() if cur.description else [], cur.rowcount)
-            except psycopg.Error as exc:
-                stmt = plan.throw(exc)
-                continue
-            stmt = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+                begun = done = False
+                stmt = next(plan)
+                while True:
+                    if done:
+                        raise RuntimeError(_PAST_LAST)
+                    if write and not begun:
+                        if isinstance(stmt, _Last):
+                            done = True
+                        else:
+                            transaction.enter_context(conn.transaction())
+                            begun = True
+                    try:
+                        cur.execute(stmt[0], stmt[1])
+                        result = Result(cur.fetchall() if cur.description else [], cur.rowcount)
+                    except psycopg.Error as exc:
+                        done = False  # nothing committed: the plan may go on (in a transaction)
+                        stmt = plan.throw(exc)
+                        continue
+                    stmt = plan.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
     finally:
         cur.close()
 
 
-async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
+    """As :func:`_drive`, on an async connection."""
     cur = conn.cursor(binary=True)
     _use_text_adapters(cur.adapters)
     try:
-        stmt = next(plan)
-        while True:
+        async with contextlib.AsyncExitStack() as transaction:
             try:
-                await cur.execute(stmt[0], stmt[1])
-                rows = await cur.fetchall() if cur.description else []
-                result = Result(rows, cur.rowcount)
-            except psycopg.Error as exc:
-                stmt = plan.throw(exc)
-                continue
-            stmt = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+                begun = done = False
+                stmt = next(plan)
+                while True:
+                    if done:
+                        raise RuntimeError(_PAST_LAST)
+                    if write and not begun:
+                        if isinstance(stmt, _Last):
+                            done = True
+                        else:
+                            await transaction.enter_async_context(conn.transaction())
+                            begun = True
+                    try:
+                        await cur.execute(stmt[0], stmt[1])
+                        rows = await cur.fetchall() if cur.description else []
+                        result = Result(rows, cur.rowcount)
+                    except psycopg.Error as exc:
+                        done = False
+                        stmt = plan.throw(exc)
+                        continue
+                    stmt = plan.send(result)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
     finally:
         await cur.close()

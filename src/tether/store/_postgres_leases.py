@@ -113,15 +113,29 @@ class PostgresLeases:
         self._fences.drop(execution_id, owner)
 
     def _insert_statement(
-        self, cp: Checkpoint, params: tuple[Any, ...]
+        self,
+        cp: Checkpoint,
+        params: tuple[Any, ...],
+        run_status: str | None = None,
+        error: str | None = None,
     ) -> tuple[bytes, tuple[Any, ...]]:
-        """The checkpoint insert: fenced when this instance holds the run's lease."""
-        from ._postgres_sql import INSERT_CHECKPOINT
+        """The checkpoint insert: fenced when this instance holds the run's lease, and setting
+        the run's status in the same statement when ``run_status`` is given."""
+        from . import _postgres_sql as q
 
         owner = self._fences.get(cp.execution_id)
         if owner is None:
-            return self._q(INSERT_CHECKPOINT), params
-        return self._q(INSERT_CHECKPOINT_FENCED), (*params, cp.execution_id, owner)
+            template = q.INSERT_CHECKPOINT if run_status is None else q.INSERT_CHECKPOINT_SET_STATUS
+        else:
+            template = (
+                INSERT_CHECKPOINT_FENCED
+                if run_status is None
+                else q.INSERT_CHECKPOINT_FENCED_SET_STATUS
+            )
+            params = (*params, cp.execution_id, owner)
+        if run_status is not None:
+            params = (*params, run_status, error, run_status, cp.execution_id)
+        return self._q(template), params
 
     def _check_fenced(self, cp: Checkpoint, res: Result) -> None:
         if res.rows:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._postgres_leases import MIGRATION_V2
+from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
 SCHEMA_VERSION: Final = 2
 
@@ -115,6 +115,24 @@ INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
     f"VALUES ({', '.join(['%s'] * 18)}, now()) RETURNING created_at"
 )
+
+
+def _and_set_status(insert: str) -> str:
+    # The step's checkpoint and its run's new status in one statement, so a step commits in
+    # one round trip. The run row changes only if the checkpoint went in: a fenced insert that
+    # finds the lease gone inserts nothing, and the update's one-time filter on ``cp`` runs
+    # the insert (and its share lock on the run row) before the update reads that row.
+    return (
+        f"WITH cp AS ({insert}), "
+        "run AS (UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
+        "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
+        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
+        "SELECT created_at FROM cp"
+    )
+
+
+INSERT_CHECKPOINT_SET_STATUS: Final = _and_set_status(INSERT_CHECKPOINT)
+INSERT_CHECKPOINT_FENCED_SET_STATUS: Final = _and_set_status(INSERT_CHECKPOINT_FENCED)
 _SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM {{schema}}.checkpoints"
 _PATH_FILTER: Final = " AND (agent_path = %s OR starts_with(agent_path, %s))"
 SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"

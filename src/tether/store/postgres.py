@@ -6,7 +6,10 @@ The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of thei
 - **Steps.** Every write that belongs to one step is one transaction. The writer keeps each
   run's head in memory (:class:`~tether.store._codec.HeadCache`), so the step path never reads;
   a stale head shows up as a unique violation on ``(execution_id, seq)``, raised as
-  :class:`~tether.errors.ConcurrentWriteError`.
+  :class:`~tether.errors.ConcurrentWriteError`. A step's checkpoint, its lease check and any
+  change of the run's status are one statement, sent in autocommit (one statement is atomic by
+  itself), so the usual step commits in one round trip; a step that also releases a claimed
+  interrupt runs its statements inside ``BEGIN`` … ``COMMIT``.
 - **The claim** of a pending interrupt is one ``UPDATE … RETURNING`` statement. Under READ
   COMMITTED a claimer that finds the row locked by another waits for it to commit and then
   re-checks the ``WHERE`` against the row as the winner left it (Postgres's EvalPlanQual
@@ -51,7 +54,7 @@ from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionErro
 from . import _codec
 from . import _postgres_sql as q
 from ._leases import Fences
-from ._postgres_io import Database, Plan, Result
+from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
 from .base import PendingInterrupt, PruneResult, RunRecord
 
@@ -380,7 +383,17 @@ class PostgresCheckpointer(PostgresLeases):
         raw = yield from self._raw_state_plan(row)
         return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
 
-    def _insert_plan(self, cp: Checkpoint, *, force_full: bool = False) -> Plan[_codec.Head]:
+    def _insert_plan(
+        self,
+        cp: Checkpoint,
+        *,
+        force_full: bool = False,
+        run_status: str | None = None,
+        error: str | None = None,
+        final: bool = False,
+    ) -> Plan[_codec.Head]:
+        """Insert ``cp`` (setting the run's status in the same statement when ``run_status``
+        is given); ``final`` when it is the plan's last statement (see :func:`last`)."""
         node_input = _codec.dump_json(cp.node_input, "node_input")
         node_output = _codec.dump_json(cp.node_output, "node_output")
         counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
@@ -410,7 +423,8 @@ class PostgresCheckpointer(PostgresLeases):
             cp.next_node_id,
         )
         try:
-            res: Result = yield self._insert_statement(cp, params)
+            stmt = self._insert_statement(cp, params, run_status, error)
+            res: Result = yield last(*stmt) if final else stmt
         except pg_errors.UniqueViolation as exc:
             self._heads.drop(cp.execution_id)
             what = (
@@ -444,12 +458,14 @@ class PostgresCheckpointer(PostgresLeases):
         release_claim_of: str | None,
         force_full: bool,
     ) -> Plan[_codec.Head]:
+        # Usually the insert is the whole plan, so the step commits in one round trip.
         if release_claim_of is not None:
             yield from self._release_plan(cp.execution_id, release_claim_of)
-        head = yield from self._insert_plan(cp, force_full=force_full)
-        if run_status is not None:
-            yield self._q(q.UPDATE_RUN_STATUS), (run_status, error, run_status, cp.execution_id)
-        return head
+        return (
+            yield from self._insert_plan(
+                cp, force_full=force_full, run_status=run_status, error=error, final=True
+            )
+        )
 
     def put(
         self,
