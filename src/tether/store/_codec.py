@@ -29,7 +29,7 @@ from typing import Any, Final
 import orjson
 
 from .. import serde
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, new_id
 from ..errors import ConfigurationError, CorruptRecordError, SerializationError
 from .base import PendingInterrupt, RunRecord
 
@@ -439,6 +439,48 @@ def pending_from_row(row: Any) -> PendingInterrupt:
         claim_expires_at=ts_to_dt(row[8]),
         resume_value=load_json(row[9]),
     )
+
+
+def checkpoint_params(
+    cp: Checkpoint, head: Head | None, *, force_full: bool = False
+) -> tuple[tuple[Any, ...], Head]:
+    """The column values of ``cp`` in :data:`CHECKPOINT_COLUMNS` order, without ``created_at``
+    (each backend stamps its own clock), and the writer head after it.
+
+    Assigns ``cp.seq`` and, when empty, ``cp.checkpoint_id``. Encodes everything before the
+    caller writes, so a value JSON cannot store fails with nothing written.
+
+    Raises:
+        SerializationError: naming the field or ``state["key"]`` path that cannot be stored.
+    """
+    node_input = dump_json(cp.node_input, "node_input")
+    node_output = dump_json(cp.node_output, "node_output")
+    counters = dump_json(cp.iteration_counters or None, "iteration_counters")
+    context = dump_json(cp.interrupt_context, "interrupt_context")
+    kind, payload, new_head = encode_next(head, cp.state_snapshot, force_full=force_full)
+    cp.seq = new_head.seq
+    cp.checkpoint_id = cp.checkpoint_id or new_id()
+    params = (
+        cp.checkpoint_id,
+        cp.execution_id,
+        cp.seq,
+        cp.node_id,
+        cp.node_index,
+        cp.step_type,
+        cp.status,
+        kind,
+        payload,
+        new_head.base_seq,
+        node_input,
+        node_output,
+        counters,
+        cp.interrupt_reason,
+        context,
+        cp.agent_path,
+        cp.parent_checkpoint_id,
+        cp.next_node_id,
+    )
+    return params, new_head
 
 
 def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:

@@ -49,7 +49,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from ..checkpoint import Checkpoint, new_id
+from ..checkpoint import Checkpoint
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
 from . import _codec
 from . import _postgres_sql as q
@@ -394,34 +394,8 @@ class PostgresCheckpointer(PostgresLeases):
     ) -> Plan[_codec.Head]:
         """Insert ``cp`` (setting the run's status in the same statement when ``run_status``
         is given); ``final`` when it is the plan's last statement (see :func:`last`)."""
-        node_input = _codec.dump_json(cp.node_input, "node_input")
-        node_output = _codec.dump_json(cp.node_output, "node_output")
-        counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
-        context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
         head = yield from self._head_plan(cp.execution_id)
-        kind, payload, new_head = _codec.encode_next(head, cp.state_snapshot, force_full=force_full)
-        cp.seq = new_head.seq
-        cp.checkpoint_id = cp.checkpoint_id or new_id()
-        params = (
-            cp.checkpoint_id,
-            cp.execution_id,
-            cp.seq,
-            cp.node_id,
-            cp.node_index,
-            cp.step_type,
-            cp.status,
-            kind,
-            payload,
-            new_head.base_seq,
-            node_input,
-            node_output,
-            counters,
-            cp.interrupt_reason,
-            context,
-            cp.agent_path,
-            cp.parent_checkpoint_id,
-            cp.next_node_id,
-        )
+        params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
         try:
             stmt = self._insert_statement(cp, params, run_status, error)
             res: Result = yield last(*stmt) if final else stmt

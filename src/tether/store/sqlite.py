@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from ..checkpoint import Checkpoint, new_id
+from ..checkpoint import Checkpoint
 from ..errors import (
     ConcurrentWriteError,
     ConfigurationError,
@@ -396,42 +396,12 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
     def _insert(
         self, conn: sqlite3.Connection, cp: Checkpoint, *, force_full: bool = False
     ) -> _codec.Head:
-        node_input = _codec.dump_json(cp.node_input, "node_input")
-        node_output = _codec.dump_json(cp.node_output, "node_output")
-        counters = _codec.dump_json(cp.iteration_counters or None, "iteration_counters")
-        context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
         head = self._head(conn, cp.execution_id)
-        kind, payload, new_head = _codec.encode_next(head, cp.state_snapshot, force_full=force_full)
-        cp.seq = new_head.seq
-        cp.checkpoint_id = cp.checkpoint_id or new_id()
+        params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
         now = _now()
         cp.created_at = _codec.ts_to_dt(now)
         try:
-            self._insert_checkpoint_row(
-                conn,
-                cp,
-                (
-                    cp.checkpoint_id,
-                    cp.execution_id,
-                    cp.seq,
-                    cp.node_id,
-                    cp.node_index,
-                    cp.step_type,
-                    cp.status,
-                    kind,
-                    payload,
-                    new_head.base_seq,
-                    node_input,
-                    node_output,
-                    counters,
-                    cp.interrupt_reason,
-                    context,
-                    cp.agent_path,
-                    cp.parent_checkpoint_id,
-                    cp.next_node_id,
-                    now,
-                ),
-            )
+            self._insert_checkpoint_row(conn, cp, (*params, now))
         except sqlite3.IntegrityError as exc:
             self._heads.drop(cp.execution_id)
             raise ConcurrentWriteError(
