@@ -230,6 +230,27 @@ async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
     return await store.acreate_run(run)
 
 
+async def acreate_branch_run(
+    store: Checkpointer, runner: Any, source: RunRecord, src_checkpoint_id: str, eid: str | None
+) -> str:
+    """Create a fork's run: the runner's name and kind, the source run's input, linked to the
+    source run and checkpoint it branches from (DESIGN section 9). Returns its execution_id."""
+    eid = eid or new_id()
+    await acreate_run(
+        store,
+        RunRecord(
+            eid,
+            runner.name,
+            runner.kind,
+            status="running",
+            input=source.input,
+            parent_execution_id=source.execution_id,
+            parent_checkpoint_id=src_checkpoint_id,
+        ),
+    )
+    return eid
+
+
 def leased_start(
     fn: Callable[[Any, Any, str], Awaitable[T]],
 ) -> Callable[[Any, Any, str | None], Awaitable[T]]:

@@ -336,19 +336,7 @@ async def fork(
     run = await load_run(store, execution_id, runner.name)
     src = await afork_checkpoint(store, execution_id, checkpoint_id)
     reentry, source = fork_source(src, value)
-    eid = new_execution_id or new_id()
-    await _lease.acreate_run(
-        store,
-        RunRecord(
-            eid,
-            runner.name,
-            runner.kind,
-            "running",
-            run.input,
-            parent_execution_id=execution_id,
-            parent_checkpoint_id=src.checkpoint_id,
-        ),
-    )
+    eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
     await store.aput(
         Checkpoint(
             execution_id=eid,

@@ -203,19 +203,7 @@ async def fork(
     cursor = cursor_at(
         source["node_id"], source["status"], source["node_input"], src.state_snapshot, answers
     )
-    eid = new_execution_id or new_id()
-    await _lease.acreate_run(
-        store,
-        RunRecord(
-            eid,
-            agent.name,
-            agent.kind,
-            status="running",
-            input=run.input,
-            parent_execution_id=execution_id,
-            parent_checkpoint_id=src.checkpoint_id,
-        ),
-    )
+    eid = await _lease.acreate_branch_run(store, agent, run, src.checkpoint_id, new_execution_id)
     await store.aput(
         Checkpoint(
             execution_id=eid,

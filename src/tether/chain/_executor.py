@@ -170,19 +170,7 @@ async def fork(
             "resume_value",
             execution_id=execution_id,
         )
-    eid = new_execution_id or new_id()
-    await _lease.acreate_run(
-        store,
-        RunRecord(
-            eid,
-            chain.name,
-            chain.kind,
-            status="running",
-            input=run.input,
-            parent_execution_id=execution_id,
-            parent_checkpoint_id=src.checkpoint_id,
-        ),
-    )
+    eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
     counters = dict(src.iteration_counters)
     await store.aput(
         Checkpoint(
@@ -218,19 +206,7 @@ async def _fork_in_runner(
     frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
     serde.dumps(frame["state"], "state")
     reentry.state = {**reentry.state, OUTER_KEY: [frame, *frames[1:]]}
-    eid = new_execution_id or new_id()
-    await _lease.acreate_run(
-        store,
-        RunRecord(
-            eid,
-            chain.name,
-            chain.kind,
-            status="running",
-            input=run.input,
-            parent_execution_id=src.execution_id,
-            parent_checkpoint_id=src.checkpoint_id,
-        ),
-    )
+    eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
     await store.aput(
         Checkpoint(
             execution_id=eid,
