@@ -175,20 +175,30 @@ async def hold(
         return
     owner = new_owner()
     lease = Lease(execution_id, owner, lease_seconds)
+    # Active before the lease is taken: another thread of this process that reads this owner
+    # from the row between the take and the add would otherwise judge it a crashed drive of
+    # this process and steal the lease from a live one.
+    _ACTIVE.add(owner)
     if new_run:
         store.fence(execution_id, owner)
     else:
-        won, previous, exists = await store.aacquire_run_lease(
-            execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=None
-        )
+        try:
+            won, previous, exists = await store.aacquire_run_lease(
+                execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=None
+            )
+            if not won and exists and owner_is_dead(previous):
+                won, previous, _ = await store.aacquire_run_lease(
+                    execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=previous
+                )
+        except BaseException:
+            _ACTIVE.discard(owner)
+            raise
         if not exists:  # the verb reports RunNotFoundError
+            _ACTIVE.discard(owner)
             yield None
             return
-        if not won and owner_is_dead(previous):
-            won, previous, _ = await store.aacquire_run_lease(
-                execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=previous
-            )
         if not won:
+            _ACTIVE.discard(owner)
             raise LeaseHeldError(
                 f"run {execution_id!r} is being executed by {previous} (it holds the run's "
                 "lease); wait for it to finish or pause, or for its lease to lapse",
@@ -196,7 +206,6 @@ async def hold(
                 execution_id=execution_id,
             )
         lease.previous_owner = previous
-    _ACTIVE.add(owner)
     token = _current.set(lease)
     heartbeats.add(store, owner, lease_seconds)
     clean = False

@@ -45,3 +45,39 @@ def test_threads_sharing_one_store_race_to_resume(store, monkeypatch, tmp_path):
         for t in threads:
             t.join()
         assert sorted(out) == ["AlreadyResumed", "AlreadyResumed", "completed"], out
+
+
+def test_a_resumer_never_steals_a_lease_another_thread_just_took(store, monkeypatch, tmp_path):
+    """Another thread that reads the run's owner right after this drive took the lease must see
+    a live owner (LeaseHeldError), not a crashed drive of this process to take over (it did:
+    the winner then lost its lease and committed nothing)."""
+    import threading
+
+    import tether
+
+    monkeypatch.setenv("TETHER_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    chain = orders_chain(store)
+    eid = chain.run({"order_id": "W-1", "amount": 500}).execution_id
+    took = store.aacquire_run_lease
+    rival: list[BaseException | str] = []
+    opened: list[bool] = []
+
+    def rival_resume() -> None:
+        try:
+            rival.append(chain.resume(eid, tether.Resume(approved=True)).status)
+        except BaseException as exc:  # recorded and asserted below
+            rival.append(exc)
+
+    async def acquire_then_let_a_rival_in(*args, **kwargs):
+        got = await took(*args, **kwargs)
+        if got[0] and not opened:  # the first drive just took the lease: open the window
+            opened.append(True)
+            t = threading.Thread(target=rival_resume)
+            t.start()
+            t.join()
+        return got
+
+    monkeypatch.setattr(store, "aacquire_run_lease", acquire_then_let_a_rival_in)
+    assert chain.resume(eid, tether.Resume(approved=True)).status == "completed"
+    assert len(rival) == 1 and isinstance(rival[0], tether.LeaseHeldError), rival
+    assert store.get_run(eid).status == "completed"
