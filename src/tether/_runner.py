@@ -6,10 +6,13 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
+from ._context import sync_drive
 from .checkpoint import Checkpoint
 from .errors import (
     AlreadyResumed,
@@ -61,8 +64,51 @@ def _owner_is_dead(owner: str | None) -> bool:
         return False
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run an async runner verb from sync code.
+class _ThreadLoop(threading.local):
+    """The event loop the sync verbs of one thread run on (made on first use)."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    pid: int = 0
+
+
+_thread_loop = _ThreadLoop()
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left on a thread's sync loop and close it (its thread ended, or exit)."""
+    if loop.is_closed() or loop.is_running():
+        return
+    with contextlib.suppress(BaseException):
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+
+
+def _sync_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for sync verbs. One loop per thread and process, kept between calls:
+    making and closing a loop per call (``asyncio.run``) costs ~0.25 ms, more than a step.
+    A forked child leaves its parent's loop alone and makes its own."""
+    tl = _thread_loop
+    loop = tl.loop
+    if loop is None or loop.is_closed() or tl.pid != os.getpid():
+        loop = tl.loop = asyncio.new_event_loop()
+        tl.pid = os.getpid()
+        weakref.finalize(threading.current_thread(), _close_loop, loop)
+    return loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
+    """Run an async runner verb from sync code, on this thread's sync loop.
+
+    Args:
+        coro: the verb's coroutine.
+        blocking_store: let the store serve the verb with blocking calls (see
+            :data:`tether._context.sync_drive`); a worker, which overlaps many runs on the
+            loop, passes ``False``.
 
     Raises:
         ConfigurationError: called from inside a running event loop (use the ``a`` verb).
@@ -70,20 +116,31 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        box: list[T] = []
+        pass
+    else:
+        coro.close()
+        raise ConfigurationError(
+            "the sync verbs (run/resume/fork) cannot be called inside a running event loop; "
+            "await arun/aresume/afork instead"
+        )
+    box: list[T] = []
 
-        async def main() -> None:
-            # asyncio.run may repr its main task, and with it the task's result; a result that
-            # holds a long run's state would make that repr cost more than the run.
-            box.append(await coro)
+    async def main() -> None:
+        # A result that holds a long run's state is never repr'd by the loop's debug hooks.
+        sync_drive.set(blocking_store)
+        box.append(await coro)
 
-        asyncio.run(main())
-        return box[0]
-    coro.close()
-    raise ConfigurationError(
-        "the sync verbs (run/resume/fork) cannot be called inside a running event loop; "
-        "await arun/aresume/afork instead"
-    )
+    loop = _sync_loop()
+    task = loop.create_task(main())
+    try:
+        loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():  # a KeyboardInterrupt between two steps of the loop
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
+    return box[0]
 
 
 async def load_run(store: Checkpointer, execution_id: str, runner_name: str) -> RunRecord:

@@ -302,7 +302,8 @@ def run_worker(
             max_attempts=max_attempts,
             stop=stop,
             per_runner_limit=per_runner_limit,
-        )
+        ),
+        blocking_store=False,
     )
 
 

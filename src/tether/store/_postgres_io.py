@@ -53,6 +53,7 @@ from psycopg.types.string import (
 )
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
+from .._context import sync_drive
 from ..errors import (
     ConcurrentWriteError,
     CorruptRecordError,
@@ -553,7 +554,14 @@ class Database:
     async def arun(
         self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
     ) -> T:
-        """Run ``plan`` on a connection of this event loop's async pool (see :meth:`run`)."""
+        """Run ``plan`` on a connection of this event loop's async pool (see :meth:`run`).
+
+        Inside a sync verb (:data:`tether._context.sync_drive`) the loop lives for that one
+        call: the plan runs on the sync pool instead, which threads and calls share, so a
+        sync ``resume`` does not open a connection of its own.
+        """
+        if sync_drive.get():
+            return self.run(op, plan, write=write, execution_id=execution_id)
         if not self.ready:
             async with self._loop_entry().setup_lock:
                 if not self.ready:
