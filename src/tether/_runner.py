@@ -75,16 +75,24 @@ _thread_loop = _ThreadLoop()
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what is left on a thread's sync loop and close it (its thread ended, or exit)."""
+    """Close a thread's sync loop once the thread is gone (or at exit), first cancelling what
+    is left on it when this thread can run it (not from inside another running loop, where
+    the garbage collector may call this)."""
     if loop.is_closed() or loop.is_running():
         return
-    with contextlib.suppress(BaseException):
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
         tasks = asyncio.all_tasks(loop)
         for task in tasks:
             task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
+        pending = [asyncio.gather(*tasks, return_exceptions=True)] if tasks else []
+        for aw in [*pending, loop.shutdown_asyncgens()]:
+            try:
+                loop.run_until_complete(aw)
+            except Exception:
+                if asyncio.iscoroutine(aw):
+                    aw.close()
     loop.close()
 
 
