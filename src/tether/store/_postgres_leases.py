@@ -43,13 +43,18 @@ INSERT_CHECKPOINT_FENCED: Final = (
     "FOR SHARE) RETURNING created_at"
 )
 _LEASE: Final = "now() + %s * interval '1 second'"
-SELECT_LEASE_FOR_UPDATE: Final = (
-    "SELECT owner, COALESCE(lease_expires_at, updated_at + %s * interval '1 second') < now() "
-    "FROM {schema}.runs WHERE execution_id = %s FOR UPDATE"
-)
-TAKE_LEASE: Final = (
-    f"UPDATE {{schema}}.runs SET owner = %s, lease_expires_at = {_LEASE}, updated_at = now() "
-    "WHERE execution_id = %s"
+_LAPSED: Final = "COALESCE(lease_expires_at, updated_at + %s * interval '1 second') < now()"
+SELECT_LEASE: Final = f"SELECT owner, {_LAPSED} FROM {{schema}}.runs WHERE execution_id = %s"
+# One statement, so a free lease is taken in one round trip. The subquery's FOR UPDATE locks
+# the run row and, when another taker holds that lock, waits for it and re-reads the row as
+# it committed, so of two takers at once the second sees the first as the owner. RETURNING
+# gives the owner before the take (the subquery's), which a plain UPDATE cannot.
+TAKE_FREE_LEASE: Final = (
+    f"UPDATE {{schema}}.runs r SET owner = %s, lease_expires_at = {_LEASE}, updated_at = now() "
+    f"FROM (SELECT execution_id, owner AS previous, {_LAPSED} AS lapsed FROM {{schema}}.runs "
+    "WHERE execution_id = %s FOR UPDATE) old WHERE r.execution_id = old.execution_id "
+    "AND (old.previous IS NULL OR old.previous = %s OR old.previous = %s OR old.lapsed) "
+    "RETURNING old.previous"
 )
 RENEW_LEASES: Final = f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} WHERE owner = %s"
 RELEASE_LEASE: Final = (
@@ -154,14 +159,23 @@ class PostgresLeases:
     def _acquire_plan(
         self, eid: str, owner: str, lease_seconds: float, steal_from: str | None
     ) -> Plan[tuple[bool, str | None, bool]]:
-        row = (yield self._q(SELECT_LEASE_FOR_UPDATE), (lease_seconds, eid)).one()
-        if row is None:
-            return False, None, False
-        previous, lapsed = row
-        if previous is not None and previous not in (owner, steal_from) and not lapsed:
-            return False, previous, True
-        yield self._q(TAKE_LEASE), (owner, lease_seconds, eid)
-        return True, previous, True
+        # Run outside a transaction: the take is atomic by itself, and the read after a
+        # refused take only says who holds the lease (retried if it was freed in between).
+        previous: str | None = None
+        for _ in range(3):
+            took = yield (
+                self._q(TAKE_FREE_LEASE),
+                (owner, lease_seconds, lease_seconds, eid, owner, steal_from),
+            )
+            if took.rows:
+                return True, took.rows[0][0], True
+            row = (yield self._q(SELECT_LEASE), (lease_seconds, eid)).one()
+            if row is None:
+                return False, None, False
+            previous, lapsed = row
+            if previous is not None and previous not in (owner, steal_from) and not lapsed:
+                return False, previous, True
+        return False, previous, True
 
     def _took(self, eid: str, owner: str, out: tuple[bool, str | None, bool]) -> None:
         if out[0]:
@@ -173,7 +187,7 @@ class PostgresLeases:
     ) -> tuple[bool, str | None, bool]:
         """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
         plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
-        out = self._db.run("acquire_run_lease", plan, write=True, execution_id=execution_id)
+        out = self._db.run("acquire_run_lease", plan, execution_id=execution_id)
         self._took(execution_id, owner, out)
         return out
 
@@ -181,7 +195,7 @@ class PostgresLeases:
         self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> tuple[bool, str | None, bool]:
         plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
-        out = await self._db.arun("acquire_run_lease", plan, write=True, execution_id=execution_id)
+        out = await self._db.arun("acquire_run_lease", plan, execution_id=execution_id)
         self._took(execution_id, owner, out)
         return out
 
