@@ -38,6 +38,12 @@ SQLITE_FLOOR_INSERT = f"INSERT INTO {FLOOR_TABLE} VALUES (?, ?, ?, ?)"
 PG_FLOOR_INSERT = f"INSERT INTO {FLOOR_TABLE} VALUES (%s, %s, %s, %s)"
 SQLITE_FLOOR_READ = f"SELECT state FROM {FLOOR_TABLE} WHERE execution_id = ? AND seq = ?"
 PG_FLOOR_READ = f"SELECT state FROM {FLOOR_TABLE} WHERE execution_id = %s AND seq = %s"
+SQLITE_FLOOR_LAST = (
+    f"SELECT seq, state FROM {FLOOR_TABLE} WHERE execution_id = ? ORDER BY seq DESC LIMIT 1"
+)
+PG_FLOOR_LAST = (
+    f"SELECT seq, state FROM {FLOOR_TABLE} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"
+)
 
 
 class Floor(Protocol):
@@ -48,6 +54,9 @@ class Floor(Protocol):
 
     def read(self, execution_id: str, seq: int) -> bytes:
         """One SELECT of a row by primary key."""
+
+    def last(self, execution_id: str) -> tuple[int, bytes]:
+        """The run's newest row: ``(seq, state)``."""
 
     def close(self) -> None: ...
 
@@ -112,6 +121,10 @@ class _SQLiteFloor:
     def read(self, execution_id: str, seq: int) -> bytes:
         row = self.conn.execute(SQLITE_FLOOR_READ, (execution_id, seq)).fetchone()
         return bytes(row[0])
+
+    def last(self, execution_id: str) -> tuple[int, bytes]:
+        seq, state = self.conn.execute(SQLITE_FLOOR_LAST, (execution_id,)).fetchone()
+        return int(seq), bytes(state)
 
     def close(self) -> None:
         self.conn.close()
@@ -205,6 +218,11 @@ class _PGFloor:
         row = cur.fetchone()
         assert row is not None
         return bytes(row[0])
+
+    def last(self, execution_id: str) -> tuple[int, bytes]:
+        row = self.conn.execute(PG_FLOOR_LAST, (execution_id,), prepare=True).fetchone()
+        assert row is not None
+        return int(row[0]), bytes(row[1])
 
     def close(self) -> None:
         self.conn.close()
