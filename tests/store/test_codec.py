@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
+import pytest
+
+from tether import Checkpoint, serde
+from tether.errors import CorruptRecordError
 from tether.store import _codec
+from tether.store.base import RunRecord
 
 
 def _head(seq: int) -> _codec.Head:
@@ -91,3 +97,142 @@ def test_frozen_dicts_take_the_identity_shortcut_and_read_back_as_dicts():
     state = _codec.decode_state(raw)
     assert state == {"messages": [dict(m1), dict(m2)]}
     assert type(state["messages"][0]) is dict
+
+
+# --- node_input values shared with the row's state ------------------------------------------
+
+ARGS_TEXT = "a" * 500
+
+
+def _assistant(i: int) -> serde.FrozenDict:
+    args = {"text": f"{i}:{ARGS_TEXT}"}
+    call = {"id": f"call-{i}", "name": "note", "arguments": args}
+    return serde.FrozenDict({"role": "assistant", "tool_calls": [call]})
+
+
+def _tool_input(message: serde.FrozenDict) -> dict:
+    call = message["tool_calls"][0]
+    return {"tool_call_id": call["id"], "name": call["name"], "arguments": call["arguments"]}
+
+
+def test_node_input_value_held_by_the_state_is_stored_once_as_a_reference():
+    messages = [_assistant(0), serde.FrozenDict({"role": "tool", "content": "x"}), _assistant(1)]
+    state = {"messages": messages, "turn": 1}
+    node_input = _tool_input(messages[-1])
+    stored = _codec.dump_node_input(node_input, state)
+    assert stored is not None and len(stored) < 150 and ARGS_TEXT.encode() not in stored
+    assert orjson.loads(stored)["arguments"] == {
+        "__tether__": "ref",
+        "v": ["messages", 2, "tool_calls", 0, "arguments"],
+    }
+    decoded = _codec.decode_state(orjson.loads(_codec.encode_next(None, state)[1]))
+    back = _codec.load_node_input(stored, decoded, ("cp-1", "run-1", 3, "turn:1/tool:note"))
+    assert back == node_input
+    # the value read back is the reader's own: changing it leaves the state as stored
+    back["arguments"]["text"] = "changed"
+    assert decoded["messages"][2]["tool_calls"][0]["arguments"]["text"] == f"1:{ARGS_TEXT}"
+
+
+def test_no_reference_for_a_value_the_state_does_not_hold_by_identity():
+    messages = [_assistant(0)]
+    state = {"messages": messages}
+    equal_copy = {
+        **_tool_input(messages[0]),
+        "arguments": dict(messages[0]["tool_calls"][0]["arguments"]),
+    }
+    assert _codec.dump_node_input(equal_copy, state) == serde.dumps(equal_copy)
+    # held, but far behind the newest items of the list: not searched, stored in full
+    old = [_assistant(i) for i in range(_codec.REF_SCAN_ITEMS + 1)]
+    early = _tool_input(old[0])
+    assert _codec.dump_node_input(early, {"messages": old}) == serde.dumps(early)
+    # a small value whose reference would be longer than itself stays inline
+    small = {"a": 1}
+    tiny = {"arguments": small}
+    assert _codec.dump_node_input(tiny, {"messages": [{"arguments": small}]}) == serde.dumps(tiny)
+
+
+def test_a_user_value_shaped_like_a_reference_reads_back_as_data():
+    lookalike = {"__tether__": "ref", "v": ["messages", 0]}
+    state = {"messages": [{"role": "user", "content": "hi"}]}
+    node_input = {"arguments": lookalike, "name": "x"}
+    stored = _codec.dump_node_input(node_input, state)
+    row = ("cp-1", "run-1", 1, "n")
+    assert _codec.load_node_input(stored, state, row) == node_input
+
+
+def _raw_sql(store, sql: str, params: tuple = ()) -> list[tuple]:
+    """Run ``sql`` on the store's own database (``{t}`` = its checkpoints table)."""
+    if hasattr(store, "schema"):  # Postgres
+        import psycopg
+
+        from tests.conftest import PG_DSN
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            cur = conn.execute(sql.format(t=f'"{store.schema}".checkpoints'), params)
+            return cur.fetchall() if cur.description else []
+    import sqlite3
+
+    conn = sqlite3.connect(store.path)
+    try:
+        with conn:
+            return conn.execute(sql.format(t="checkpoints").replace("%s", "?"), params).fetchall()
+    finally:
+        conn.close()
+
+
+def _tool_rows(store, eid: str, n: int) -> dict[str, dict]:
+    """``n`` tool_call rows whose node_input shares its arguments with the row's state, a
+    2 KB state value replaced on every row so that full snapshots come back every ~16 rows;
+    returns the node_input written per checkpoint_id."""
+    store.create_run(RunRecord(eid, "agent-a", "agent"))
+    messages: list = [serde.FrozenDict({"role": "user", "content": "go"})]
+    written: dict[str, dict] = {}
+    for i in range(n):
+        messages = [*messages, _assistant(i)]
+        node_input = _tool_input(messages[-1])
+        cp = Checkpoint(
+            execution_id=eid,
+            node_id=f"turn:{i}/tool:note",
+            step_type="tool_call",
+            status="completed",
+            state_snapshot={"messages": messages, "scratch": str(i) * 2000},
+            node_input=node_input,
+            agent_path="agent:a/tool:note",
+        )
+        store.put(cp)
+        written[cp.checkpoint_id] = orjson.loads(orjson.dumps(node_input))
+        messages = [*messages, serde.FrozenDict({"role": "tool", "content": f"r{i}"})]
+    return written
+
+
+def test_shared_tool_arguments_read_back_as_written_on_every_read_path(store):
+    written = _tool_rows(store, "run-1", 40)
+    stored = _raw_sql(store, "SELECT state_kind, length(node_input) FROM {t} ORDER BY seq")
+    # both kinds of row carry references, and a reference costs far less than the arguments
+    assert {kind for kind, _ in stored} == {"full", "delta"}
+    assert max(size for _, size in stored) < 200
+    listed = store.list("run-1")
+    assert {cp.checkpoint_id: cp.node_input for cp in listed} == written
+    for cp in listed:
+        assert store.get_checkpoint("run-1", cp.checkpoint_id).node_input == cp.node_input
+        before = store.get_last("run-1", before_seq=cp.seq + 1)
+        assert before.node_input == written[cp.checkpoint_id]
+    assert store.get_last("run-1").node_input == written[listed[-1].checkpoint_id]
+    under = store.get_last("run-1", agent_path_prefix="agent:a", before_seq=listed[-1].seq)
+    assert under.node_input == written[listed[-2].checkpoint_id]
+
+
+def test_a_reference_the_rows_state_does_not_hold_is_a_corrupt_row(store):
+    _tool_rows(store, "run-1", 3)
+    last = store.get_last("run-1")
+    bad = b'{"tool_call_id":"c","arguments":{"__tether__":"ref","v":["messages",99,"x"]}}'
+    _raw_sql(
+        store, "UPDATE {t} SET node_input = %s WHERE checkpoint_id = %s", (bad, last.checkpoint_id)
+    )
+    with pytest.raises(CorruptRecordError, match=last.checkpoint_id) as caught:
+        store.get_checkpoint("run-1", last.checkpoint_id)
+    assert caught.value.execution_id == "run-1" and caught.value.node_id == last.node_id
+    with pytest.raises(CorruptRecordError, match=last.checkpoint_id):
+        store.list("run-1")
+    with pytest.raises(CorruptRecordError, match=last.checkpoint_id):
+        store.get_last("run-1")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 
@@ -357,10 +357,11 @@ class _Loop:
                 self.messages.append(Message.tool_result(call.id, text, name=call.name))
                 continue
             self.node_id = f"turn:{self.turn}/tool:{call.name}"
+            state = self._state()
             tool_input = {
                 "tool_call_id": call.id,
                 "name": call.name,
-                "arguments": dict(call.arguments),
+                "arguments": self._stored_arguments(call),
             }
             if not (index == 0 and reinvoke_first):
                 await self._put(
@@ -369,7 +370,7 @@ class _Loop:
                         node_id=self.node_id,
                         step_type="tool_call",
                         status="completed",
-                        state_snapshot=self._state(),
+                        state_snapshot=state,
                         node_index=self.turn,
                         node_input=tool_input,
                         agent_path=f"{self.path}/tool:{call.name}",
@@ -399,6 +400,25 @@ class _Loop:
             text = outcome
             self.messages.append(Message.tool_result(call.id, text, name=call.name))
         return None if ended is None else self._result("completed")
+
+    def _stored_arguments(self, call: ToolCall) -> dict[str, Any]:
+        """The call's arguments as held by the newest assistant message of the history.
+
+        The row's ``node_input`` then shares that very object with its state, and the store
+        writes it once (a reference in ``node_input``, see ``tether.store._codec``). Nothing
+        mutates it: it sits in a frozen history message. A copy when no message holds them.
+        """
+        for message in reversed(self._dicts):
+            if message.get("role") == "assistant":
+                for stored in message.get("tool_calls", ()):
+                    if (
+                        stored.get("id") == call.id
+                        and stored.get("name") == call.name
+                        and stored.get("arguments") == call.arguments
+                    ):
+                        return cast(dict[str, Any], stored["arguments"])
+                break
+        return dict(call.arguments)
 
     async def _invoke(self, call: ToolCall) -> str | EndLoop:
         tool = self.agent.tools.get(call.name)

@@ -15,13 +15,21 @@ replay starts from.
 
 The writer keeps the run's head (last seq and per-key bytes) in memory, so the step path never
 reads the database.
+
+A top-level value of a dict ``node_input`` that is the very object (identity) found among the
+newest items of the row's state (an agent's tool arguments, already in the assistant message
+of its history) is stored once: in the state, with ``node_input`` holding a reference envelope
+``{"__tether__": "ref", "v": ["messages", 7, "tool_calls", 0, "arguments"]}``, the path into the
+row's materialized state. Readers resolve it (:func:`checkpoint_from_row`), so every API hands
+back ``node_input`` exactly as written.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any, Final
@@ -38,6 +46,10 @@ MAX_ROWS_BETWEEN_FULL: Final = 512
 ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
 REPLAY_FACTOR: Final = 2
 HEAD_CACHE_RUNS: Final = 256  # each head holds its run's encoded state
+REF_TAG: Final = "ref"  # envelope tag of a node_input value stored in the row's state
+REF_SCAN_ITEMS: Final = 8  # newest items of each state list searched for node_input values
+REF_SCAN_VALUES: Final = 1024  # values looked at, at most, per row in that search
+_REF_MARK: Final = b'{"' + serde.TAG.encode() + b'":"' + REF_TAG.encode() + b'"'
 
 CHECKPOINT_COLUMNS: Final = (
     "checkpoint_id, execution_id, seq, node_id, node_index, step_type, status, state_kind, "
@@ -441,6 +453,127 @@ def pending_from_row(row: Any) -> PendingInterrupt:
     )
 
 
+def _find_in_state(state: dict[str, Any], targets: dict[int, Any]) -> dict[int, list[Any]]:
+    """Paths (keys and indexes) into ``state`` of the objects in ``targets`` (``id -> object``),
+    matched by identity, breadth first from the top-level values, looking only at the newest
+    :data:`REF_SCAN_ITEMS` items of each list and at :data:`REF_SCAN_VALUES` values in all (so
+    a row's cost stays bounded whatever its state holds).
+
+    Only plain dicts (and :class:`~tether.serde.FrozenDict`) with str keys and plain lists are
+    entered: their positions are the same in the state read back, whatever the envelopes.
+    """
+    queue: deque[tuple[Any, tuple[Any, ...]]] = deque([(state, ())])
+    found: dict[int, list[Any]] = {}
+    budget = REF_SCAN_VALUES
+    while queue and budget > 0:
+        obj, path = queue.popleft()
+        if type(obj) is list:
+            newest = range(len(obj) - 1, max(0, len(obj) - REF_SCAN_ITEMS) - 1, -1)
+            children: Any = ((i, obj[i]) for i in newest)
+        else:  # a str key or nothing: a path must lead to the same place when read back
+            children = ((k, v) for k, v in obj.items() if type(k) is str)
+        for key, value in children:
+            budget -= 1
+            if budget < 0:
+                break
+            t = type(value)
+            if not (t is dict or t is list or t is serde.FrozenDict):
+                continue
+            if targets.get(id(value)) is value:
+                found.setdefault(id(value), [*path, key])
+                if len(found) == len(targets):
+                    return found
+            else:
+                queue.append((value, (*path, key)))
+    return found
+
+
+def dump_node_input(node_input: Any, state: Any) -> bytes | None:
+    """The ``node_input`` column: :func:`dump_json`, except that a top-level value that is the
+    same object as one in ``state`` (see :func:`_find_in_state`) is written as a reference
+    envelope holding its path, when that is shorter.
+
+    Raises:
+        SerializationError: naming the ``node_input`` path that cannot be stored.
+    """
+    if type(node_input) is not dict or serde.TAG in node_input or type(state) is not dict:
+        return dump_json(node_input, "node_input")
+    targets: dict[int, Any] = {}
+    for k, v in node_input.items():
+        if type(k) is not str:
+            return dump_json(node_input, "node_input")  # raises, naming the key
+        t = type(v)
+        if v and (t is dict or t is list or t is serde.FrozenDict):
+            targets[id(v)] = v
+    paths = _find_in_state(state, targets) if targets else None
+    if not paths:
+        return dump_json(node_input, "node_input")
+    parts = []
+    for k, v in node_input.items():
+        encoded = serde.dumps(v, f'node_input["{k}"]')
+        path = paths.get(id(v))
+        if path is not None:
+            ref = orjson.dumps({serde.TAG: REF_TAG, "v": path})
+            if len(ref) < len(encoded):
+                encoded = ref
+        try:
+            parts.append(orjson.dumps(k) + b":" + encoded)
+        except orjson.JSONEncodeError:
+            return dump_json(node_input, "node_input")  # raises, naming the key
+    return b"{" + b",".join(parts) + b"}"
+
+
+def _resolve_ref(state: dict[str, Any], path: Any) -> Any:
+    """A copy of the value at ``path`` in the decoded ``state``; ``KeyError`` if absent."""
+    if type(path) is not list or not path:
+        raise KeyError(path)
+    cur: Any = state
+    for step in path:
+        in_dict = type(cur) is dict and type(step) is str and step in cur
+        if not (in_dict or (type(cur) is list and type(step) is int and 0 <= step < len(cur))):
+            raise KeyError(step)
+        cur = cur[step]
+    # A copy, so that changing the returned node_input never changes the returned state.
+    return copy.deepcopy(cur)
+
+
+def load_node_input(data: Any, state: dict[str, Any], row: Any) -> Any:
+    """Decode the ``node_input`` column of ``row``, resolving references into its ``state``.
+
+    Raises:
+        CorruptRecordError: the column is not what :func:`dump_node_input` writes, or a
+            reference names a path the row's state does not hold; the message names the row.
+    """
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    elif isinstance(data, str):
+        data = data.encode()
+    if data is None or _REF_MARK not in data:
+        return load_json(data)
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecordError(f"stored data is not valid JSON: {exc}") from exc
+    if type(raw) is not dict or raw.get(serde.TAG) is not None:
+        return serde.from_jsonable(raw)
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if type(v) is dict and v.get(serde.TAG) == REF_TAG and len(v) == 2 and "v" in v:
+            try:
+                out[k] = _resolve_ref(state, v["v"])
+            except KeyError:
+                raise CorruptRecordError(
+                    f"checkpoint {row[0]!r} (run {row[1]!r}, seq {row[2]}, node {row[3]!r}): "
+                    f'node_input["{k}"] refers to {v["v"]!r} in the row\'s state, which holds '
+                    "nothing there",
+                    execution_id=row[1],
+                    node_id=row[3],
+                ) from None
+        else:
+            out[k] = serde.from_jsonable(v)
+    return out
+
+
 def checkpoint_params(
     cp: Checkpoint, head: Head | None, *, force_full: bool = False
 ) -> tuple[tuple[Any, ...], Head]:
@@ -453,7 +586,7 @@ def checkpoint_params(
     Raises:
         SerializationError: naming the field or ``state["key"]`` path that cannot be stored.
     """
-    node_input = dump_json(cp.node_input, "node_input")
+    node_input = dump_node_input(cp.node_input, cp.state_snapshot)
     node_output = dump_json(cp.node_output, "node_output")
     counters = dump_json(cp.iteration_counters or None, "iteration_counters")
     context = dump_json(cp.interrupt_context, "interrupt_context")
@@ -484,7 +617,12 @@ def checkpoint_params(
 
 
 def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
-    """Build a :class:`Checkpoint` from a row in :data:`CHECKPOINT_COLUMNS` order."""
+    """Build a :class:`Checkpoint` from a row in :data:`CHECKPOINT_COLUMNS` order and the
+    row's full decoded ``state`` (which resolves references in ``node_input``).
+
+    Raises:
+        CorruptRecordError: a column cannot be decoded.
+    """
     try:
         return Checkpoint(
             checkpoint_id=row[0],
@@ -495,7 +633,7 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
             step_type=row[5],
             status=row[6],
             state_snapshot=state,
-            node_input=load_json(row[10]),
+            node_input=load_node_input(row[10], state, row),
             node_output=load_json(row[11]),
             iteration_counters=load_json(row[12]) or {},
             interrupt_reason=row[13],
