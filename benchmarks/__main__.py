@@ -69,7 +69,10 @@ def main() -> int:
     doc = [header()]
     print(doc[0], flush=True)
     all_sections: list[Section] = []
+    only = {w.strip().upper() for w in os.environ.get("TETHER_BENCH_ONLY", "").split(",") if w}
     for title, fn in WORKLOADS:
+        if only and title.split(":")[0].upper() not in only:
+            continue
         sections = []
         for b in backends:
             reason = unavailable[b.name]
@@ -96,6 +99,9 @@ def main() -> int:
         doc.append(table)
         all_sections.extend(sections)
 
+    if only:  # a partial run is for looking; it never replaces the full results
+        print(_summary(all_sections, time.perf_counter() - started))
+        return 0
     ours = _ours_for_peers(all_sections)
     t = time.perf_counter()
     peer_sections = peers.run_peers(ours)

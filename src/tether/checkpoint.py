@@ -7,7 +7,7 @@ Also the two helpers that pick which row to re-enter (:func:`latest_resumable`) 
 from __future__ import annotations
 
 import datetime as _dt
-import uuid
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -39,8 +39,8 @@ STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
 
 
 def new_id() -> str:
-    """A fresh random id (32 hex characters) for runs and checkpoints."""
-    return uuid.uuid4().hex
+    """A fresh random id (32 hex characters, 128 random bits) for runs and checkpoints."""
+    return os.urandom(16).hex()
 
 
 def utcnow() -> _dt.datetime:

@@ -101,6 +101,7 @@ def last(query: bytes, params: Sequence[Any] | None) -> Statement:
 # --- NUL-safe text --------------------------------------------------------------------------
 _ESC = "\ufffe"
 _TEXT_OID = 25
+_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
 _UNESCAPE = re.compile(_ESC + "(.)", re.DOTALL)
 
 
@@ -663,67 +664,86 @@ class Database:
 _PAST_LAST = "a write plan yielded a statement after the one it marked last"
 
 
+def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """The connection's binary cursor with tether's text adapters, made once per connection
+    and reused: a cursor and its adapter map per statement cost more than a step's encoding."""
+    cur: psycopg.Cursor[Any] | None = getattr(conn, "_tether_cursor", None)
+    if cur is None or cur.closed:
+        cur = conn.cursor(binary=True)
+        _use_text_adapters(cur.adapters)
+        conn._tether_cursor = cur  # type: ignore[attr-defined]
+    return cur
+
+
+def _acursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
+    """As :func:`_cursor`, for an async connection."""
+    cur: psycopg.AsyncCursor[Any] | None = getattr(conn, "_tether_cursor", None)
+    if cur is None or cur.closed:
+        cur = conn.cursor(binary=True)
+        _use_text_adapters(cur.adapters)
+        conn._tether_cursor = cur  # type: ignore[attr-defined]
+    return cur
+
+
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """The statement returned a result set (cheaper than building ``cur.description``)."""
+    res = cur.pgresult
+    return res is not None and res.status == _TUPLES_OK
+
+
 def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
     """Run ``plan``; when ``write``, as one transaction, begun before its first statement
     unless that statement is its last (see :func:`last`)."""
-    cur = conn.cursor(binary=True)
-    _use_text_adapters(cur.adapters)
-    try:
-        with contextlib.ExitStack() as transaction:
-            try:
-                begun = done = False
-                stmt = next(plan)
-                while True:
-                    if done:
-                        raise RuntimeError(_PAST_LAST)
-                    if write and not begun:
-                        if isinstance(stmt, _Last):
-                            done = True
-                        else:
-                            transaction.enter_context(conn.transaction())
-                            begun = True
-                    try:
-                        cur.execute(stmt[0], stmt[1])
-                        result = Result(cur.fetchall() if cur.description else [], cur.rowcount)
-                    except psycopg.Error as exc:
-                        done = False  # nothing committed: the plan may go on (in a transaction)
-                        stmt = plan.throw(exc)
-                        continue
-                    stmt = plan.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-    finally:
-        cur.close()
+    cur = _cursor(conn)
+    with contextlib.ExitStack() as transaction:
+        try:
+            begun = done = False
+            stmt = next(plan)
+            while True:
+                if done:
+                    raise RuntimeError(_PAST_LAST)
+                if write and not begun:
+                    if isinstance(stmt, _Last):
+                        done = True
+                    else:
+                        transaction.enter_context(conn.transaction())
+                        begun = True
+                try:
+                    cur.execute(stmt[0], stmt[1])
+                    result = Result(cur.fetchall() if _has_rows(cur) else [], cur.rowcount)
+                except psycopg.Error as exc:
+                    done = False  # nothing committed: the plan may go on (in a transaction)
+                    stmt = plan.throw(exc)
+                    continue
+                stmt = plan.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
 
 async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
     """As :func:`_drive`, on an async connection."""
-    cur = conn.cursor(binary=True)
-    _use_text_adapters(cur.adapters)
-    try:
-        async with contextlib.AsyncExitStack() as transaction:
-            try:
-                begun = done = False
-                stmt = next(plan)
-                while True:
-                    if done:
-                        raise RuntimeError(_PAST_LAST)
-                    if write and not begun:
-                        if isinstance(stmt, _Last):
-                            done = True
-                        else:
-                            await transaction.enter_async_context(conn.transaction())
-                            begun = True
-                    try:
-                        await cur.execute(stmt[0], stmt[1])
-                        rows = await cur.fetchall() if cur.description else []
-                        result = Result(rows, cur.rowcount)
-                    except psycopg.Error as exc:
-                        done = False
-                        stmt = plan.throw(exc)
-                        continue
-                    stmt = plan.send(result)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-    finally:
-        await cur.close()
+    cur = _acursor(conn)
+    async with contextlib.AsyncExitStack() as transaction:
+        try:
+            begun = done = False
+            stmt = next(plan)
+            while True:
+                if done:
+                    raise RuntimeError(_PAST_LAST)
+                if write and not begun:
+                    if isinstance(stmt, _Last):
+                        done = True
+                    else:
+                        await transaction.enter_async_context(conn.transaction())
+                        begun = True
+                try:
+                    await cur.execute(stmt[0], stmt[1])
+                    rows = await cur.fetchall() if _has_rows(cur) else []
+                    result = Result(rows, cur.rowcount)
+                except psycopg.Error as exc:
+                    done = False
+                    stmt = plan.throw(exc)
+                    continue
+                stmt = plan.send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
