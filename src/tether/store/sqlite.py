@@ -432,6 +432,19 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         release_claim_of: str | None = None,
         force_full: bool = False,
     ) -> Checkpoint:
+        if release_claim_of is None and run_status is None:
+            head = self._heads.get(checkpoint.execution_id)
+            if head is not None:
+                # The common step: the head is known, so the row is one INSERT, which SQLite
+                # runs as a transaction of its own (taking the write lock before it reads):
+                # no BEGIN and COMMIT statements around it.
+                conn = self._conn()
+                try:
+                    head = self._insert(conn, checkpoint, force_full=force_full)
+                except (sqlite3.Error, UnicodeEncodeError) as exc:
+                    raise _translate(exc, self.path) from exc
+                self._heads.set(checkpoint.execution_id, head)
+                return checkpoint
         with self._write() as conn:
             if release_claim_of is not None:
                 self._release(conn, checkpoint.execution_id, release_claim_of)
