@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any, Final
@@ -455,36 +455,37 @@ def pending_from_row(row: Any) -> PendingInterrupt:
 
 def _find_in_state(state: dict[str, Any], targets: dict[int, Any]) -> dict[int, list[Any]]:
     """Paths (keys and indexes) into ``state`` of the objects in ``targets`` (``id -> object``),
-    matched by identity, breadth first from the top-level values, looking only at the newest
-    :data:`REF_SCAN_ITEMS` items of each list and at :data:`REF_SCAN_VALUES` values in all (so
-    a row's cost stays bounded whatever its state holds).
+    matched by identity, depth first: the state's keys in order, each list from its newest item
+    and only its newest :data:`REF_SCAN_ITEMS` items, at most :data:`REF_SCAN_VALUES` values in
+    all (so a row's cost stays bounded whatever its state holds; what is not found is simply
+    stored in full).
 
     Only plain dicts (and :class:`~tether.serde.FrozenDict`) with str keys and plain lists are
     entered: their positions are the same in the state read back, whatever the envelopes.
     """
-    queue: deque[tuple[Any, tuple[Any, ...]]] = deque([(state, ())])
     found: dict[int, list[Any]] = {}
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(state, ())]
     budget = REF_SCAN_VALUES
-    while queue and budget > 0:
-        obj, path = queue.popleft()
-        if type(obj) is list:
-            newest = range(len(obj) - 1, max(0, len(obj) - REF_SCAN_ITEMS) - 1, -1)
-            children: Any = ((i, obj[i]) for i in newest)
-        else:  # a str key or nothing: a path must lead to the same place when read back
-            children = ((k, v) for k, v in obj.items() if type(k) is str)
+    containers = (dict, list, serde.FrozenDict)
+    while stack:
+        obj, path = stack.pop()
+        if type(obj) is list:  # pushed oldest first, so the newest item is entered first
+            start = max(0, len(obj) - REF_SCAN_ITEMS)
+            children: Any = enumerate(obj[start:], start)
+        else:  # pushed last key first, so the first key is entered first
+            children = reversed(obj.items())
         for key, value in children:
             budget -= 1
             if budget < 0:
-                break
-            t = type(value)
-            if not (t is dict or t is list or t is serde.FrozenDict):
+                return found
+            if type(value) not in containers or (type(key) is not str and type(obj) is not list):
                 continue
             if targets.get(id(value)) is value:
                 found.setdefault(id(value), [*path, key])
                 if len(found) == len(targets):
                     return found
             else:
-                queue.append((value, (*path, key)))
+                stack.append((value, (*path, key)))
     return found
 
 
