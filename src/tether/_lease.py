@@ -95,6 +95,17 @@ def owner_is_dead(owner: str | None) -> bool:
     return host == HOSTNAME and rest.partition(":")[0] == str(os.getpid())
 
 
+def ending(execution_id: str) -> dict[str, str]:
+    """Keyword arguments for the commit that ends a drive (the run-end row, or the paused
+    row): ``{"release_lease_of": owner}`` when the drive holds the run's lease through
+    :func:`hold`, so that commit gives it back in its own transaction; ``{}`` otherwise (no
+    lease, or a worker's, which the worker gives back)."""
+    lease = _current.get()
+    if lease is None or lease.by_worker or lease.execution_id != execution_id:
+        return {}
+    return {"release_lease_of": lease.owner}
+
+
 def lease_seconds_of(runner: Any) -> float:
     """A runner's ``lease_seconds`` attribute, or :data:`DEFAULT_RUN_LEASE_SECONDS`."""
     value = getattr(runner, "lease_seconds", None)
@@ -219,7 +230,7 @@ async def hold(
         heartbeats.remove(owner)
         _current.reset(token)
         _ACTIVE.discard(owner)
-        if clean:
+        if clean and store.fenced_by(execution_id) == owner:  # not given back by the drive
             with contextlib.suppress(StoreError):
                 await store.arelease_run_lease(execution_id, owner=owner)
         else:

@@ -94,6 +94,64 @@ def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_togeth
     assert [cp.node_id for cp in store.list("r1f")] == ["a", "run_end"]
 
 
+def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(store):
+    store.create_run(tether.RunRecord("r1g", "three", "chain", owner="hostA:1:a"))
+    store.fence("r1g", "hostA:1:a")
+    store.put(Checkpoint("r1g", "a", "node", "completed", {"a": 1}))
+    assert store.get_run("r1g").owner == "hostA:1:a"
+    store.put(
+        Checkpoint("r1g", "run_end", "run_end", "completed", {"a": 1}),
+        run_status="completed",
+        release_lease_of="hostA:1:a",
+    )
+    run = store.get_run("r1g")
+    assert run.status == "completed" and run.owner is None and run.lease_expires_at is None
+    assert store.fenced_by("r1g") is None
+    # Naming someone who does not hold the lease changes nothing about it.
+    store.create_run(tether.RunRecord("r1h", "three", "chain", owner="hostA:1:a"))
+    store.fence("r1h", "hostA:1:a")
+    store.record_interrupt(
+        Checkpoint("r1h", "a", "hitl_pause", "interrupted", {}, interrupt_reason="ok?"),
+        release_lease_of="hostC:3:c",
+    )
+    run = store.get_run("r1h")
+    assert run.status == "paused" and run.owner == "hostA:1:a"
+    store.record_interrupt(
+        Checkpoint("r1h", "a", "hitl_pause", "interrupted", {}, interrupt_reason="ok?"),
+        release_lease_of="hostA:1:a",
+    )
+    assert store.get_run("r1h").owner is None and store.fenced_by("r1h") is None
+
+
+@pytest.mark.parametrize("ending", ["completed", "paused", "failed"])
+def test_a_drive_gives_its_lease_back_with_its_last_commit_not_after_it(
+    store, monkeypatch, ending
+):
+    released: list[str] = []
+    real = store.arelease_run_lease
+
+    async def counted(execution_id: str, *, owner: str) -> bool:
+        released.append(execution_id)
+        return await real(execution_id, owner=owner)
+
+    monkeypatch.setattr(store, "arelease_run_lease", counted)
+    chain = Chain("ends", store)
+
+    def only(state: dict[str, Any]) -> dict[str, Any]:
+        if ending == "paused":
+            interrupt("ok?")
+        if ending == "failed":
+            raise RuntimeError("boom")
+        return {"done": True}
+
+    chain.add_node("only", only)
+    result = chain.run({})
+    assert result.status == ending
+    run = store.get_run(result.execution_id)
+    assert run.status == ending and run.owner is None and run.lease_expires_at is None
+    assert released == []  # no separate release after the drive's last commit
+
+
 def test_resume_by_hand_of_a_run_a_live_process_holds_raises_lease_held(store):
     chain = _three(store)
     store.create_run(tether.RunRecord("r2", "three", "chain", input={}))

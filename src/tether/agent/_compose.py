@@ -179,6 +179,7 @@ async def drive_outermost(
                 ),
                 run_status="failed",
                 error=error,
+                **_lease.ending(eid),
             )
             return AgentResult("failed", eid, error=exc)
         await store.aput(
@@ -195,6 +196,7 @@ async def drive_outermost(
                 agent_path=path,
             ),
             run_status="completed",
+            **_lease.ending(eid),
         )
     return AgentResult(
         "completed",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 
-from .. import _trace, serde
+from .. import _lease, _trace, serde
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
 from .._runner import claim_heartbeat
@@ -226,6 +226,7 @@ class _Loop:
                     agent_path=self.path,
                 ),
                 run_status="completed",
+                **_lease.ending(self.eid),
             )
         return self._result("completed", output=text, parsed=parsed)
 
@@ -453,7 +454,9 @@ class _Loop:
             agent_path=tool_path,
             next_node_id=self.node_id,
         )
-        pending = await self.store.arecord_interrupt(cp, release_claim_of=self.owner)
+        pending = await self.store.arecord_interrupt(
+            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
+        )
         self.owner = None
         return self._result("paused", pending_interrupt=pending.as_dict())
 
@@ -475,5 +478,6 @@ class _Loop:
             ),
             run_status="failed",
             error=_error_text(exc),
+            **_lease.ending(self.eid),
         )
         return self._result("failed", error=exc)

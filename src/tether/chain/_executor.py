@@ -303,6 +303,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     ),
                     run_status="completed",
                     release_claim_of=owner,
+                    **_lease.ending(eid),
                 )
             except StoreError:
                 raise
@@ -372,7 +373,7 @@ async def _pause(
         interrupt_context=context,
         next_node_id=node_id,
     )
-    pending = await store.arecord_interrupt(cp, release_claim_of=owner)
+    pending = await store.arecord_interrupt(cp, release_claim_of=owner, **_lease.ending(eid))
     return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
 
 
@@ -413,5 +414,6 @@ async def _fail(
         ),
         run_status="failed",
         error=_error_text(exc),
+        **_lease.ending(eid),
     )
     return ChainResult("failed", eid, state=state, node_results=results, error=exc)

@@ -89,10 +89,17 @@ class LeaseStore(Protocol):
     Both SQL backends implement it. On SQLite the claims take the database's write lock
     (``BEGIN IMMEDIATE``) instead of ``FOR UPDATE SKIP LOCKED``: correct for processes on one
     machine, not for many machines.
+
+    Its ``put`` and ``record_interrupt`` also take ``release_lease_of=owner``: the commit
+    that ends a drive (the run-end row, or the paused row) gives the lease back in its own
+    transaction and unfences the run, saving the release's round trip and commit.
     """
 
     def fence(self, execution_id: str, owner: str) -> None:
         """Fence this instance's later commits of the run on ``owner`` (no I/O)."""
+
+    def fenced_by(self, execution_id: str) -> str | None:
+        """The owner this instance fences the run's commits on, if any (no I/O)."""
 
     def unfence(self, execution_id: str, owner: str | None = None) -> None:
         """Stop fencing the run's commits (no I/O)."""

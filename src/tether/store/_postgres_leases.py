@@ -123,9 +123,11 @@ class PostgresLeases:
         params: tuple[Any, ...],
         run_status: str | None = None,
         error: str | None = None,
+        release_lease_of: str | None = None,
     ) -> tuple[bytes, tuple[Any, ...]]:
         """The checkpoint insert: fenced when this instance holds the run's lease, and setting
-        the run's status in the same statement when ``run_status`` is given."""
+        the run's status in the same statement when ``run_status`` is given (and giving the
+        lease of ``release_lease_of`` back with it)."""
         from . import _postgres_sql as q
 
         owner = self._fences.get(cp.execution_id)
@@ -139,8 +141,13 @@ class PostgresLeases:
             )
             params = (*params, cp.execution_id, owner)
         if run_status is not None:
-            params = (*params, run_status, error, run_status, cp.execution_id)
+            rel = release_lease_of
+            params = (*params, run_status, error, run_status, rel, rel, rel, cp.execution_id)
         return self._q(template), params
+
+    def fenced_by(self, execution_id: str) -> str | None:
+        """The owner this instance fences the run's commits on, if any."""
+        return self._fences.get(execution_id)
 
     def _check_fenced(self, cp: Checkpoint, res: Result) -> None:
         if res.rows:

@@ -111,6 +111,18 @@ UPDATE_RUN_STATUS: Final = (
     "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
     "WHERE execution_id = %s"
 )
+# The run lease given back with the status (the commit that ends a drive) when the owner
+# parameter names the holder; a NULL owner parameter leaves the lease as it is.
+_GIVE_BACK: Final = (
+    "owner = CASE WHEN owner = %s::text THEN NULL ELSE owner END, "
+    "lease_expires_at = CASE WHEN owner = %s::text THEN NULL ELSE lease_expires_at END, "
+    "attempts = CASE WHEN owner = %s::text THEN 0 ELSE attempts END "
+)
+UPDATE_RUN_STATUS_GIVE_BACK: Final = (
+    "UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
+    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END, "
+    f"{_GIVE_BACK}WHERE execution_id = %s"
+)
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
     f"VALUES ({', '.join(['%s'] * 18)}, now()) RETURNING created_at"
@@ -125,8 +137,8 @@ def _and_set_status(insert: str) -> str:
     return (
         f"WITH cp AS ({insert}), "
         "run AS (UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
-        "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
-        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
+        "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END, "
+        f"{_GIVE_BACK}WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
         "SELECT created_at FROM cp"
     )
 

@@ -111,6 +111,16 @@ class SQLiteLeases:
                 node_id=cp.node_id,
             )
 
+    def fenced_by(self, execution_id: str) -> str | None:
+        """The owner this instance fences the run's commits on, if any."""
+        return self._fences.get(execution_id)
+
+    def _give_back(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
+        """Release ``owner``'s run lease inside the caller's transaction (the commit that ends
+        a drive), and stop fencing the run on it."""
+        conn.execute(RELEASE_LEASE, (execution_id, owner))
+        self._fences.drop(execution_id, owner)
+
     # --- leases ---------------------------------------------------------------------------
     def acquire_run_lease(
         self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None

@@ -248,6 +248,8 @@ class Checkpointer(Protocol):
         """
 
     # --- async twins used by the engine ---------------------------------------------------
+    # ``release_lease_of`` is passed only to stores with the lease capability
+    # (:class:`tether.store._leases.LeaseStore`), by the commit that ends a drive.
     async def acreate_run(self, run: RunRecord) -> RunRecord: ...
     async def aget_run(self, execution_id: str) -> RunRecord | None: ...
     async def aset_run_status(
@@ -260,9 +262,14 @@ class Checkpointer(Protocol):
         run_status: str | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> Checkpoint: ...
     async def arecord_interrupt(
-        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> PendingInterrupt: ...
     async def aget_last(
         self,
@@ -315,16 +322,28 @@ class SyncAsyncMixin:
         run_status: str | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> Checkpoint:
+        # release_lease_of is passed only when given: stores without leases do not take it.
+        lease = {} if release_lease_of is None else {"release_lease_of": release_lease_of}
         return self.put(  # type: ignore[attr-defined,no-any-return]
-            checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
+            checkpoint,
+            run_status=run_status,
+            error=error,
+            release_claim_of=release_claim_of,
+            **lease,
         )
 
     async def arecord_interrupt(
-        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> PendingInterrupt:
+        lease = {} if release_lease_of is None else {"release_lease_of": release_lease_of}
         return self.record_interrupt(  # type: ignore[attr-defined,no-any-return]
-            checkpoint, release_claim_of=release_claim_of
+            checkpoint, release_claim_of=release_claim_of, **lease
         )
 
     async def aget_last(

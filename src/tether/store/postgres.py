@@ -391,13 +391,15 @@ class PostgresCheckpointer(PostgresLeases):
         run_status: str | None = None,
         error: str | None = None,
         final: bool = False,
+        release_lease_of: str | None = None,
     ) -> Plan[_codec.Head]:
         """Insert ``cp`` (setting the run's status in the same statement when ``run_status``
-        is given); ``final`` when it is the plan's last statement (see :func:`last`)."""
+        is given, and giving ``release_lease_of``'s lease back with it); ``final`` when it is
+        the plan's last statement (see :func:`last`)."""
         head = yield from self._head_plan(cp.execution_id)
         params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
         try:
-            stmt = self._insert_statement(cp, params, run_status, error)
+            stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
             res: Result = yield last(*stmt) if final else stmt
         except pg_errors.UniqueViolation as exc:
             self._heads.drop(cp.execution_id)
@@ -431,15 +433,24 @@ class PostgresCheckpointer(PostgresLeases):
         error: str | None,
         release_claim_of: str | None,
         force_full: bool,
+        release_lease_of: str | None = None,
     ) -> Plan[_codec.Head]:
         # Usually the insert is the whole plan, so the step commits in one round trip.
         if release_claim_of is not None:
             yield from self._release_plan(cp.execution_id, release_claim_of)
-        return (
-            yield from self._insert_plan(
-                cp, force_full=force_full, run_status=run_status, error=error, final=True
-            )
+        if run_status is None:
+            release_lease_of = None  # only the status update carries the release
+        head = yield from self._insert_plan(
+            cp,
+            force_full=force_full,
+            run_status=run_status,
+            error=error,
+            final=True,
+            release_lease_of=release_lease_of,
         )
+        if release_lease_of is not None:
+            self._fences.drop(cp.execution_id, release_lease_of)
+        return head
 
     def put(
         self,
@@ -449,6 +460,7 @@ class PostgresCheckpointer(PostgresLeases):
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
+        release_lease_of: str | None = None,
     ) -> Checkpoint:
         """Append a checkpoint in one transaction, assigning ``seq``, ``checkpoint_id`` and
         ``created_at`` (see :meth:`tether.store.base.Checkpointer.put`).
@@ -461,13 +473,17 @@ class PostgresCheckpointer(PostgresLeases):
             release_claim_of: the claimer whose pending interrupt this step answers; its
                 pending row is deleted in the same transaction.
             force_full: store a full snapshot rather than a delta.
+            release_lease_of: with ``run_status``, the holder of the run's lease, which this
+                commit gives back (it ends the drive).
 
         Raises:
             ConcurrentWriteError: another writer appended this step first, or the claim was
                 taken over.
             SerializationError: the state holds a value JSON cannot store (nothing written).
         """
-        plan = self._put_plan(checkpoint, run_status, error, release_claim_of, force_full)
+        plan = self._put_plan(
+            checkpoint, run_status, error, release_claim_of, force_full, release_lease_of
+        )
         eid = checkpoint.execution_id
         self._heads.set(eid, self._db.run("put", plan, write=True, execution_id=eid))
         return checkpoint
@@ -480,14 +496,17 @@ class PostgresCheckpointer(PostgresLeases):
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
+        release_lease_of: str | None = None,
     ) -> Checkpoint:
-        plan = self._put_plan(checkpoint, run_status, error, release_claim_of, force_full)
+        plan = self._put_plan(
+            checkpoint, run_status, error, release_claim_of, force_full, release_lease_of
+        )
         eid = checkpoint.execution_id
         self._heads.set(eid, await self._db.arun("put", plan, write=True, execution_id=eid))
         return checkpoint
 
     def _interrupt_plan(
-        self, cp: Checkpoint, release_claim_of: str | None
+        self, cp: Checkpoint, release_claim_of: str | None, release_lease_of: str | None = None
     ) -> Plan[tuple[PendingInterrupt, _codec.Head]]:
         pending_context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
         if release_claim_of is not None:
@@ -504,7 +523,13 @@ class PostgresCheckpointer(PostgresLeases):
             pending_context,
         )
         created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
-        yield self._q(q.UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
+        if release_lease_of is None:
+            yield self._q(q.UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
+        else:
+            rel = release_lease_of
+            params2 = ("paused", None, "paused", rel, rel, rel, cp.execution_id)
+            yield self._q(q.UPDATE_RUN_STATUS_GIVE_BACK), params2
+            self._fences.drop(cp.execution_id, rel)
         pending = PendingInterrupt(
             execution_id=cp.execution_id,
             checkpoint_id=cp.checkpoint_id,
@@ -517,7 +542,11 @@ class PostgresCheckpointer(PostgresLeases):
         return pending, head
 
     def record_interrupt(
-        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         """Write an ``interrupted`` checkpoint and its pending-interrupt row in one
         transaction and mark the run ``paused``.
@@ -526,16 +555,20 @@ class PostgresCheckpointer(PostgresLeases):
             ConcurrentWriteError: as :meth:`put`.
         """
         eid = checkpoint.execution_id
-        plan = self._interrupt_plan(checkpoint, release_claim_of)
+        plan = self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
         pending, head = self._db.run("record_interrupt", plan, write=True, execution_id=eid)
         self._heads.set(eid, head)
         return pending
 
     async def arecord_interrupt(
-        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         eid = checkpoint.execution_id
-        plan = self._interrupt_plan(checkpoint, release_claim_of)
+        plan = self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
         pending, head = await self._db.arun("record_interrupt", plan, write=True, execution_id=eid)
         self._heads.set(eid, head)
         return pending

@@ -431,6 +431,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
+        release_lease_of: str | None = None,
     ) -> Checkpoint:
         if release_claim_of is None and run_status is None:
             head = self._heads.get(checkpoint.execution_id)
@@ -455,11 +456,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     UPDATE_RUN_STATUS,
                     (run_status, error, now, run_status, now, checkpoint.execution_id),
                 )
+            if release_lease_of is not None:
+                self._give_back(conn, checkpoint.execution_id, release_lease_of)
         self._heads.set(checkpoint.execution_id, head)
         return checkpoint
 
     def record_interrupt(
-        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
         with self._write() as conn:
@@ -484,6 +491,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             conn.execute(
                 UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, checkpoint.execution_id)
             )
+            if release_lease_of is not None:
+                self._give_back(conn, checkpoint.execution_id, release_lease_of)
         self._heads.set(checkpoint.execution_id, head)
         return PendingInterrupt(
             execution_id=checkpoint.execution_id,
