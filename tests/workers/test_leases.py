@@ -124,9 +124,7 @@ def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(s
 
 
 @pytest.mark.parametrize("ending", ["completed", "paused", "failed"])
-def test_a_drive_gives_its_lease_back_with_its_last_commit_not_after_it(
-    store, monkeypatch, ending
-):
+def test_a_drive_gives_its_lease_back_with_its_last_commit_not_after_it(store, monkeypatch, ending):
     released: list[str] = []
     real = store.arelease_run_lease
 
