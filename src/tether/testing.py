@@ -48,19 +48,28 @@ class ScriptExhaustedError(TetherError):
 
 
 class _Recorder:
-    """What a double was asked: the messages (as dicts) and tool names of every call."""
+    """What a double was asked: the messages (as dicts) and tool names of every call.
+
+    Each call keeps the (frozen) messages it was given and turns them into dicts only when
+    ``calls`` is read, so a long conversation does not cost the double O(history) per turn.
+    """
 
     def __init__(self) -> None:
-        self.calls: list[list[dict[str, Any]]] = []
+        self._asked: list[tuple[Message, ...]] = []
         self.tools_offered: list[list[str]] = []
+
+    @property
+    def calls(self) -> list[list[dict[str, Any]]]:
+        """Every call's messages as :meth:`Message.to_dict` dicts, oldest call first."""
+        return [[message.to_dict() for message in asked] for asked in self._asked]
 
     @property
     def call_count(self) -> int:
         """How many times ``acomplete`` was called."""
-        return len(self.calls)
+        return len(self._asked)
 
     def _record(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> None:
-        self.calls.append([message.to_dict() for message in messages])
+        self._asked.append(tuple(messages))
         self.tools_offered.append([spec.name for spec in tools])
 
 
