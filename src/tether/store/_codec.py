@@ -238,7 +238,7 @@ def encode_state(
         ``(state_kind, payload, new_head)`` where ``state_kind`` is ``"full"`` or ``"delta"``.
     """
     seq = 1 if head is None else head.seq + 1
-    if head is not None and not force_full:
+    if head is not None and head.seq > 0 and not force_full:
         sets: dict[str, bytes] = {}
         appends: dict[str, bytes] = {}
         prev = head.keys
@@ -330,6 +330,12 @@ def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: serde.from_jsonable(v) for k, v in raw.items()}
 
 
+def empty_head() -> Head:
+    """The head of a run known to have no rows yet (its run row was just created): the first
+    put writes a full row at seq 1 without reading the run's newest row first."""
+    return Head(0, 0, {}, 0, 0)
+
+
 def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full: int) -> Head:
     """A writer head for a state read back from the store."""
     keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
@@ -369,6 +375,14 @@ class HeadCache:
     def drop(self, execution_id: str) -> None:
         with self._lock:
             self._heads.pop(execution_id, None)
+
+    def reset(self, execution_id: str, head: Head) -> None:
+        """Remember ``head`` whatever was known (a run row created anew)."""
+        with self._lock:
+            self._heads[execution_id] = head
+            self._heads.move_to_end(execution_id)
+            if len(self._heads) > self._size:
+                self._heads.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:

@@ -311,14 +311,14 @@ class PostgresCheckpointer(PostgresLeases):
             ConfigurationError: a run with this execution_id already exists.
         """
         out = self._db.run("create_run", self._create_run_plan(run), execution_id=run.execution_id)
-        self._heads.drop(run.execution_id)
+        self._heads.reset(run.execution_id, _codec.empty_head())
         return out
 
     async def acreate_run(self, run: RunRecord) -> RunRecord:
         out = await self._db.arun(
             "create_run", self._create_run_plan(run), execution_id=run.execution_id
         )
-        self._heads.drop(run.execution_id)
+        self._heads.reset(run.execution_id, _codec.empty_head())
         return out
 
     def get_run(self, execution_id: str) -> RunRecord | None:

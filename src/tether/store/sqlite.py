@@ -350,7 +350,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     "fork it instead",
                     execution_id=run.execution_id,
                 ) from exc
-        self._heads.drop(run.execution_id)
+        self._heads.reset(run.execution_id, _codec.empty_head())
         run.created_at = run.updated_at = _codec.ts_to_dt(now)
         return run
 
