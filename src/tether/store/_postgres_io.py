@@ -39,7 +39,7 @@ import threading
 import weakref
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar, overload
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -664,24 +664,21 @@ class Database:
 _PAST_LAST = "a write plan yielded a statement after the one it marked last"
 
 
-def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+@overload
+def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
+@overload
+def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
+def _cursor(
+    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+) -> psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]:
     """The connection's binary cursor with tether's text adapters, made once per connection
     and reused: a cursor and its adapter map per statement cost more than a step's encoding."""
-    cur: psycopg.Cursor[Any] | None = getattr(conn, "_tether_cursor", None)
+    cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None
+    cur = getattr(conn, "_tether_cursor", None)
     if cur is None or cur.closed:
         cur = conn.cursor(binary=True)
         _use_text_adapters(cur.adapters)
-        conn._tether_cursor = cur  # type: ignore[attr-defined]
-    return cur
-
-
-def _acursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
-    """As :func:`_cursor`, for an async connection."""
-    cur: psycopg.AsyncCursor[Any] | None = getattr(conn, "_tether_cursor", None)
-    if cur is None or cur.closed:
-        cur = conn.cursor(binary=True)
-        _use_text_adapters(cur.adapters)
-        conn._tether_cursor = cur  # type: ignore[attr-defined]
+        conn._tether_cursor = cur  # type: ignore[union-attr]
     return cur
 
 
@@ -722,7 +719,7 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
 
 async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
     """As :func:`_drive`, on an async connection."""
-    cur = _acursor(conn)
+    cur = _cursor(conn)
     async with contextlib.AsyncExitStack() as transaction:
         try:
             begun = done = False
