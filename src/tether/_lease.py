@@ -191,7 +191,9 @@ async def hold(
     # this process and steal the lease from a live one.
     _ACTIVE.add(owner)
     if new_run:
-        store.fence(execution_id, owner)
+        # A drive of this process may hold a run with this id already (a retried start with
+        # the same execution_id): its fence stays; this drive's create_run is refused.
+        store.fence(execution_id, owner, if_free=True)
     else:
         try:
             won, previous, exists = await store.aacquire_run_lease(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import socket
+import sys
 import threading
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
@@ -64,49 +65,64 @@ def _owner_is_dead(owner: str | None) -> bool:
         return False
 
 
-class _ThreadLoop(threading.local):
-    """The event loop the sync verbs of one thread run on (made on first use)."""
+def _finish_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks a verb left on its thread's loop (a node's fire-and-forget task) and
+    let them finish, as ``asyncio.run`` does when it returns: none outlives its verb."""
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
-    loop: asyncio.AbstractEventLoop | None = None
-    pid: int = 0
+
+class _LoopHolder:
+    """Owns one thread's sync loop and closes it when the thread's locals go, that is when
+    the thread ends (not when its ``Thread`` object is collected, which a caller keeping the
+    object would delay indefinitely, holding the loop's file descriptors)."""
+
+    __slots__ = ("loop", "pid")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        loop = self.loop
+        if not loop.is_closed() and not loop.is_running():
+            loop.close()
+
+    def __del__(self) -> None:
+        if not sys.is_finalizing():
+            with contextlib.suppress(Exception):
+                self.close()
+
+
+class _ThreadLoop(threading.local):
+    holder: _LoopHolder | None = None
 
 
 _thread_loop = _ThreadLoop()
 
 
-def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close a thread's sync loop once the thread is gone (or at exit), first cancelling what
-    is left on it when this thread can run it (not from inside another running loop, where
-    the garbage collector may call this)."""
-    if loop.is_closed() or loop.is_running():
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        pending = [asyncio.gather(*tasks, return_exceptions=True)] if tasks else []
-        for aw in [*pending, loop.shutdown_asyncgens()]:
-            try:
-                loop.run_until_complete(aw)
-            except Exception:
-                if asyncio.iscoroutine(aw):
-                    aw.close()
-    loop.close()
+def _close_main_loop() -> None:
+    """At exit: close the main thread's sync loop while the interpreter is whole."""
+    holder = _thread_loop.holder
+    if holder is not None and holder.pid == os.getpid():
+        holder.close()
+
+
+atexit.register(_close_main_loop)
 
 
 def _sync_loop() -> asyncio.AbstractEventLoop:
     """This thread's loop for sync verbs. One loop per thread and process, kept between calls:
     making and closing a loop per call (``asyncio.run``) costs ~0.25 ms, more than a step.
     A forked child leaves its parent's loop alone and makes its own."""
-    tl = _thread_loop
-    loop = tl.loop
-    if loop is None or loop.is_closed() or tl.pid != os.getpid():
-        loop = tl.loop = asyncio.new_event_loop()
-        tl.pid = os.getpid()
-        weakref.finalize(threading.current_thread(), _close_loop, loop)
-    return loop
+    holder = _thread_loop.holder
+    if holder is None or holder.pid != os.getpid() or holder.loop.is_closed():
+        holder = _thread_loop.holder = _LoopHolder()
+    return holder.loop
 
 
 def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
@@ -115,8 +131,8 @@ def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
     Args:
         coro: the verb's coroutine.
         blocking_store: let the store serve the verb with blocking calls (see
-            :data:`tether._context.sync_drive`); a worker, which overlaps many runs on the
-            loop, passes ``False``.
+            :data:`tether._context.sync_drive`) on this thread's kept loop; a worker, which
+            overlaps many runs on the loop, passes ``False`` and gets a loop of its own.
 
     Raises:
         ConfigurationError: called from inside a running event loop (use the ``a`` verb).
@@ -128,8 +144,9 @@ def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
     else:
         coro.close()
         raise ConfigurationError(
-            "the sync verbs (run/resume/fork) cannot be called inside a running event loop; "
-            "await arun/aresume/afork instead"
+            "the sync verbs (run/resume/fork) cannot be called inside a running event loop "
+            "(a synchronous node runs on it too): await arun/aresume/afork instead, from an "
+            "async def node if need be"
         )
     box: list[T] = []
 
@@ -138,6 +155,11 @@ def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
         sync_drive.set(blocking_store)
         box.append(await coro)
 
+    if not blocking_store:
+        # A worker's loop holds async pools and tasks for its whole life: its own loop,
+        # closed with everything on it when the worker returns.
+        asyncio.run(main())
+        return box[0]
     loop = _sync_loop()
     task = loop.create_task(main())
     try:
@@ -147,7 +169,10 @@ def run_sync(coro: Coroutine[Any, Any, T], *, blocking_store: bool = True) -> T:
             task.cancel()
             with contextlib.suppress(BaseException):
                 loop.run_until_complete(task)
+        with contextlib.suppress(BaseException):
+            _finish_leftovers(loop)
         raise
+    _finish_leftovers(loop)
     return box[0]
 
 

@@ -90,9 +90,10 @@ C = TypeVar("C", bound=_Closeable)
 class _ClientPerLoop(Generic[C]):
     """Hands out one SDK client per running event loop.
 
-    An SDK's async client pools connections bound to the loop that opened them; a runner's sync
-    twins (``run`` beside ``arun``) start a fresh loop per call, and reusing a client across
-    loops fails with "Event loop is closed". A client supplied by the caller is used as given.
+    An SDK's async client pools connections bound to the loop that opened them; the sync verbs
+    (``run`` beside ``arun``) run on one loop per thread, and an application may call ``arun``
+    from loops of its own; reusing a client across loops fails with "Event loop is closed". A
+    client supplied by the caller is used as given.
     """
 
     def __init__(self, factory: Callable[[], C], *, first: C | None = None) -> None:

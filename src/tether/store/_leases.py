@@ -68,9 +68,14 @@ class Fences:
         self._owners: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def set(self, execution_id: str, owner: str) -> None:
+    def set(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
+        """Fence the run on ``owner``; with ``if_free``, only if no owner fences it yet.
+        Returns whether ``owner`` now fences it."""
         with self._lock:
+            if if_free and self._owners.get(execution_id, owner) != owner:
+                return False
             self._owners[execution_id] = owner
+            return True
 
     def get(self, execution_id: str) -> str | None:
         return self._owners.get(execution_id)
@@ -80,6 +85,25 @@ class Fences:
         with self._lock:
             if owner is None or self._owners.get(execution_id) == owner:
                 self._owners.pop(execution_id, None)
+
+
+class Fencing:
+    """The fencing methods both backends share (their ``_fences`` is a :class:`Fences`)."""
+
+    _fences: Fences
+
+    def fence(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
+        """Fence later commits of the run on ``owner`` (no I/O); with ``if_free``, only if no
+        drive of this instance fences it already. Returns whether ``owner`` fences it."""
+        return self._fences.set(execution_id, owner, if_free=if_free)
+
+    def unfence(self, execution_id: str, owner: str | None = None) -> None:
+        """Stop fencing the run's commits (only ``owner``'s fence, when given)."""
+        self._fences.drop(execution_id, owner)
+
+    def fenced_by(self, execution_id: str) -> str | None:
+        """The owner this instance fences the run's commits on, if any (no I/O)."""
+        return self._fences.get(execution_id)
 
 
 @runtime_checkable
@@ -95,8 +119,9 @@ class LeaseStore(Protocol):
     transaction and unfences the run, saving the release's round trip and commit.
     """
 
-    def fence(self, execution_id: str, owner: str) -> None:
-        """Fence this instance's later commits of the run on ``owner`` (no I/O)."""
+    def fence(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
+        """Fence this instance's later commits of the run on ``owner`` (no I/O); with
+        ``if_free``, only if no drive of this instance fences it already."""
 
     def fenced_by(self, execution_id: str) -> str | None:
         """The owner this instance fences the run's commits on, if any (no I/O)."""

@@ -13,9 +13,9 @@ marked as its last (:func:`last`): then it runs alone in autocommit, one round t
 
 Async pools are bound to the event loop that opened them (their locks, queues and workers
 live there), so there is one per loop, opened on first use and closed when the loop shuts
-down (a guard task that ``asyncio.run`` cancels with the rest closes it). The sync verbs
-(``Chain.run``) run each call in a fresh loop, so each such call opens and closes a small
-pool; a long-lived async application keeps one.
+down (a guard task that ``asyncio.run`` cancels with the rest closes it); a long-lived async
+application keeps one. The sync verbs (``Chain.run``) never open one: they run on their
+thread's kept loop and do their work on the sync pool (:meth:`Database.arun`).
 
 Connections a server killed (restart, ``pg_terminate_backend``) are found at checkout and
 replaced: an idle connection whose socket has something to read has been told it is

@@ -20,7 +20,7 @@ from typing import Any, Final
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
-from ._leases import ClaimedRun, Fences, dead_letter_reason
+from ._leases import ClaimedRun, Fencing, dead_letter_reason
 from ._postgres_io import Database, Plan, Result
 
 __all__ = ["MIGRATION_V2", "PostgresLeases"]
@@ -98,10 +98,9 @@ START_QUEUED: Final = (
 )
 
 
-class PostgresLeases:
+class PostgresLeases(Fencing):
     """The :class:`~tether.store._leases.LeaseStore` capability of ``PostgresCheckpointer``."""
 
-    _fences: Fences
     _db: Database
     _heads: _codec.HeadCache
 
@@ -109,14 +108,6 @@ class PostgresLeases:
         raise NotImplementedError
 
     # --- fencing --------------------------------------------------------------------------
-    def fence(self, execution_id: str, owner: str) -> None:
-        """Fence later commits of the run on ``owner`` (see :mod:`tether.store._leases`)."""
-        self._fences.set(execution_id, owner)
-
-    def unfence(self, execution_id: str, owner: str | None = None) -> None:
-        """Stop fencing the run's commits."""
-        self._fences.drop(execution_id, owner)
-
     def _insert_statement(
         self,
         cp: Checkpoint,
@@ -144,10 +135,6 @@ class PostgresLeases:
             rel = release_lease_of
             params = (*params, run_status, error, run_status, rel, rel, rel, cp.execution_id)
         return self._q(template), params
-
-    def fenced_by(self, execution_id: str) -> str | None:
-        """The owner this instance fences the run's commits on, if any."""
-        return self._fences.get(execution_id)
 
     def _check_fenced(self, cp: Checkpoint, res: Result) -> None:
         if res.rows:

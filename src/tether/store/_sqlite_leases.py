@@ -16,7 +16,7 @@ from typing import Any, Final
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
-from ._leases import ClaimedRun, Fences, dead_letter_reason
+from ._leases import ClaimedRun, Fencing, dead_letter_reason
 
 __all__ = ["MIGRATION_V2", "SQLiteLeases"]
 
@@ -72,10 +72,8 @@ START_QUEUED: Final = (
 )
 
 
-class SQLiteLeases:
+class SQLiteLeases(Fencing):
     """The :class:`~tether.store._leases.LeaseStore` capability of ``SQLiteCheckpointer``."""
-
-    _fences: Fences
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
@@ -84,14 +82,6 @@ class SQLiteLeases:
         raise NotImplementedError
 
     # --- fencing --------------------------------------------------------------------------
-    def fence(self, execution_id: str, owner: str) -> None:
-        """Fence later commits of the run on ``owner`` (see :mod:`tether.store._leases`)."""
-        self._fences.set(execution_id, owner)
-
-    def unfence(self, execution_id: str, owner: str | None = None) -> None:
-        """Stop fencing the run's commits."""
-        self._fences.drop(execution_id, owner)
-
     def _insert_checkpoint_row(
         self, conn: sqlite3.Connection, cp: Checkpoint, params: tuple[Any, ...]
     ) -> None:
@@ -110,10 +100,6 @@ class SQLiteLeases:
                 execution_id=cp.execution_id,
                 node_id=cp.node_id,
             )
-
-    def fenced_by(self, execution_id: str) -> str | None:
-        """The owner this instance fences the run's commits on, if any."""
-        return self._fences.get(execution_id)
 
     def _give_back(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
         """Release ``owner``'s run lease inside the caller's transaction (the commit that ends

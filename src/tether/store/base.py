@@ -304,6 +304,9 @@ class SyncAsyncMixin:
     thread hop would cost more than the call; the event loop runs them directly.
     """
 
+    async def aclose(self) -> None:
+        self.close()  # type: ignore[attr-defined]
+
     async def acreate_run(self, run: RunRecord) -> RunRecord:
         return self.create_run(run)  # type: ignore[attr-defined,no-any-return]
 
