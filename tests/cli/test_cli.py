@@ -80,6 +80,26 @@ def test_runs_list_prints_runs_and_filters_and_json_parses(store, db_url):
     assert done in table.stdout and paused in table.stdout and "chain:orders" in table.stdout
 
 
+def test_runs_show_json_gives_each_rows_input_and_output_such_as_tool_arguments(store, db_url):
+    from tether import Agent
+    from tether.testing import ScriptedLLM
+
+    def lookup(order_id: str, note: str) -> str:
+        """Look an order up."""
+        return f"{order_id}: shipped"
+
+    args = {"order_id": "C-3", "note": "x" * 300}
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": args}], "It shipped."])
+    result = Agent("helper", llm=llm, tools=[lookup], checkpointer=store).run("Where is C-3?")
+    assert result.status == "completed"
+    rows = as_json(tether_cli(db_url, "runs", "show", result.execution_id, "--json"))
+    by_node = {r["node_id"]: r for r in rows["checkpoints"]}
+    tool_row = by_node["turn:0/tool:lookup"]
+    assert tool_row["node_input"]["arguments"] == args
+    assert tool_row["node_input"]["name"] == "lookup"
+    assert by_node["run_end"]["node_output"] == {"output": "It shipped."}
+
+
 def test_runs_show_prints_timeline_with_key_level_state_diffs(store, db_url):
     eid = completed_run(store)
 

@@ -64,6 +64,7 @@ def test_api_shows_a_run_timeline_with_diffs_pending_interrupt_and_cache(client,
     ]
     assert rows[0]["diff"] == {"added": ["log", "valid"], "changed": [], "removed": []}
     assert rows[1]["diff"]["added"] == ["receipt"] and rows[1]["diff"]["changed"] == ["log"]
+    assert rows[1]["node_output"] == {"updated_keys": ["log", "receipt"]}
     assert shown["pending_interrupt"]["context"] == {"amount": 500}
     assert shown["pending_interrupt"]["state"] == "waiting"
     assert list(shown["idempotency"].values()) == [{"charged": 500, "order_id": "A-1"}]

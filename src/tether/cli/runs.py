@@ -112,7 +112,8 @@ def runs_list(
 
 
 def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
-    """Each checkpoint with the key-level diff of its state against the previous row's.
+    """Each checkpoint with the key-level diff of its state against the previous row's, and
+    its ``node_input``/``node_output`` (a tool call's arguments, a run's output or error).
 
     The first row is compared with the run's input, so it shows what the first step added.
     """
@@ -131,6 +132,8 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
                 "next_node_id": cp.next_node_id,
                 "interrupt_reason": cp.interrupt_reason,
                 "parent_checkpoint_id": cp.parent_checkpoint_id,
+                "node_input": cp.node_input,
+                "node_output": cp.node_output,
                 "diff": state_diff(previous, cp.state_snapshot),
                 "trace_id": trace_id_of(cp),
             }
