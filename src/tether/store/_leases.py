@@ -114,9 +114,10 @@ class LeaseStore(Protocol):
     (``BEGIN IMMEDIATE``) instead of ``FOR UPDATE SKIP LOCKED``: correct for processes on one
     machine, not for many machines.
 
-    Its ``put`` and ``record_interrupt`` also take ``release_lease_of=owner``: the commit
-    that ends a drive (the run-end row, or the paused row) gives the lease back in its own
-    transaction and unfences the run, saving the release's round trip and commit.
+    Its ``put`` (with ``run_status``) and ``record_interrupt`` also take
+    ``release_lease_of=owner``: the commit that ends a drive (the run-end row, or the paused
+    row) gives the lease back in its own transaction, if ``owner`` holds it, and unfences the
+    run, saving the release's round trip and commit.
     """
 
     def fence(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:

@@ -106,22 +106,21 @@ SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER
 SELECT_RUNS_BY_STATUS_NAME: Final = (
     f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
 )
-UPDATE_RUN_STATUS: Final = (
-    "UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END "
-    "WHERE execution_id = %s"
+# Parameters: status, error, status.
+_SET_STATUS: Final = (
+    "status = %s, error = %s, updated_at = now(), "
+    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
 )
+UPDATE_RUN_STATUS: Final = f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s"
 # The run lease given back with the status (the commit that ends a drive) when the owner
-# parameter names the holder; a NULL owner parameter leaves the lease as it is.
+# parameter (three times) names the holder; NULL leaves the lease as it is.
 _GIVE_BACK: Final = (
     "owner = CASE WHEN owner = %s::text THEN NULL ELSE owner END, "
     "lease_expires_at = CASE WHEN owner = %s::text THEN NULL ELSE lease_expires_at END, "
-    "attempts = CASE WHEN owner = %s::text THEN 0 ELSE attempts END "
+    "attempts = CASE WHEN owner = %s::text THEN 0 ELSE attempts END"
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
-    "UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END, "
-    f"{_GIVE_BACK}WHERE execution_id = %s"
+    f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %s"
 )
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
@@ -136,9 +135,8 @@ def _and_set_status(insert: str) -> str:
     # the insert (and its share lock on the run row) before the update reads that row.
     return (
         f"WITH cp AS ({insert}), "
-        "run AS (UPDATE {schema}.runs SET status = %s, error = %s, updated_at = now(), "
-        "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END, "
-        f"{_GIVE_BACK}WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
+        f"run AS (UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} "
+        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
         "SELECT created_at FROM cp"
     )
 

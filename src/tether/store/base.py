@@ -305,6 +305,7 @@ class SyncAsyncMixin:
     """
 
     async def aclose(self) -> None:
+        """Async :meth:`close` (releases this thread's connection; no I/O wait)."""
         self.close()  # type: ignore[attr-defined]
 
     async def acreate_run(self, run: RunRecord) -> RunRecord:

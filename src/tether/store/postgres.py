@@ -523,12 +523,12 @@ class PostgresCheckpointer(PostgresLeases):
             pending_context,
         )
         created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
-        if release_lease_of is None:
-            yield self._q(q.UPDATE_RUN_STATUS), ("paused", None, "paused", cp.execution_id)
-        else:
-            rel = release_lease_of
-            params2 = ("paused", None, "paused", rel, rel, rel, cp.execution_id)
-            yield self._q(q.UPDATE_RUN_STATUS_GIVE_BACK), params2
+        rel = release_lease_of
+        yield (
+            self._q(q.UPDATE_RUN_STATUS_GIVE_BACK),
+            ("paused", None, "paused", rel, rel, rel, cp.execution_id),
+        )
+        if rel is not None:
             self._fences.drop(cp.execution_id, rel)
         pending = PendingInterrupt(
             execution_id=cp.execution_id,

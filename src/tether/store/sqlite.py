@@ -394,9 +394,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
 
     def _insert(
-        self, conn: sqlite3.Connection, cp: Checkpoint, *, force_full: bool = False
+        self,
+        conn: sqlite3.Connection,
+        cp: Checkpoint,
+        *,
+        force_full: bool = False,
+        head: _codec.Head | None = None,
     ) -> _codec.Head:
-        head = self._head(conn, cp.execution_id)
+        """Insert ``cp`` after ``head`` (read from the cache or the database when not given);
+        the writer head after it."""
+        if head is None:
+            head = self._head(conn, cp.execution_id)
         params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
         now = _now()
         cp.created_at = _codec.ts_to_dt(now)
@@ -441,7 +449,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 # no BEGIN and COMMIT statements around it.
                 conn = self._conn()
                 try:
-                    head = self._insert(conn, checkpoint, force_full=force_full)
+                    head = self._insert(conn, checkpoint, force_full=force_full, head=head)
                 except (sqlite3.Error, UnicodeEncodeError) as exc:
                     raise _translate(exc, self.path) from exc
                 self._heads.set(checkpoint.execution_id, head)
@@ -456,8 +464,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     UPDATE_RUN_STATUS,
                     (run_status, error, now, run_status, now, checkpoint.execution_id),
                 )
-            if release_lease_of is not None:
-                self._give_back(conn, checkpoint.execution_id, release_lease_of)
+                if release_lease_of is not None:  # with the status, as on Postgres
+                    self._give_back(conn, checkpoint.execution_id, release_lease_of)
         self._heads.set(checkpoint.execution_id, head)
         return checkpoint
 
