@@ -30,6 +30,7 @@ import copy
 import datetime as _dt
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import is_
 from typing import Any, Final
@@ -629,6 +630,26 @@ def checkpoint_params(
         cp.next_node_id,
     )
     return params, new_head
+
+
+def checkpoints_from_rows(
+    rows: Iterable[Sequence[Any]], agent_path_prefix: str | None = None
+) -> list[Checkpoint]:
+    """A run's rows, read in seq order from its first, as checkpoints with full states
+    (each row's delta replayed onto the one before), keeping only rows written at
+    ``agent_path_prefix`` or under it when given."""
+    out: list[Checkpoint] = []
+    raw: dict[str, Any] = {}
+    prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
+    for row in rows:
+        raw = apply_row(raw, row[7], row[8])
+        path = row[15]
+        if prefix is not None and not (
+            path == prefix or (path is not None and path.startswith(prefix + "/"))
+        ):
+            continue
+        out.append(checkpoint_from_row(row, decode_state(raw)))
+    return out
 
 
 def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:

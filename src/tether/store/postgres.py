@@ -646,18 +646,7 @@ class PostgresCheckpointer(PostgresLeases):
         """Every checkpoint of the run in seq order, each with its full state, optionally
         only those written under ``agent_path_prefix``."""
         rows = self._db.run("list", self._all(q.SELECT_ALL, (execution_id,)))
-        out: builtins.list[Checkpoint] = []
-        raw: dict[str, Any] = {}
-        prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
-        for row in rows:
-            raw = _codec.apply_row(raw, row[7], row[8])
-            path = row[15]
-            if prefix is not None and not (
-                path == prefix or (path is not None and path.startswith(prefix + "/"))
-            ):
-                continue
-            out.append(_codec.checkpoint_from_row(row, _codec.decode_state(raw)))
-        return out
+        return _codec.checkpoints_from_rows(rows, agent_path_prefix)
 
     # --- pending interrupts ---------------------------------------------------------------
     def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
