@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
@@ -55,6 +55,10 @@ class Lease:
         previous_owner: who held the run before this lease took it.
         by_worker: taken by a worker, which renews and releases it.
         queued: the run was claimed from the start queue (its row exists, status ``queued``).
+        reopened: the take set this failed run ``running`` (its former ``(error,
+            finished_at)``), until the resume confirms it (:func:`mark_running`); a resume
+            that is refused before then puts the run back to ``failed``.
+        run: the run as the take left it, for the resume's first look at it (:func:`taken_run`).
     """
 
     execution_id: str
@@ -63,6 +67,8 @@ class Lease:
     previous_owner: str | None = None
     by_worker: bool = False
     queued: bool = False
+    reopened: tuple[Any, Any] | None = None
+    run: RunRecord | None = None
 
 
 _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
@@ -93,6 +99,43 @@ def owner_is_dead(owner: str | None) -> bool:
         return False
     host, _, rest = owner.partition(":")
     return host == HOSTNAME and rest.partition(":")[0] == str(os.getpid())
+
+
+async def mark_running(store: Checkpointer, execution_id: str, status: str | None) -> None:
+    """Set a resumed run ``running`` as its drive is about to start.
+
+    When this drive's lease take reopened the failed run (it set the run ``running`` in the
+    same commit), this only confirms it (no I/O); a run whose loaded ``status`` is already
+    ``running`` (a crashed drive's, taken over) is left as it is; otherwise the status is
+    written.
+
+    Args:
+        status: the run's status as the resume loaded it, if known.
+    """
+    lease = _current.get()
+    if lease is not None and lease.execution_id == execution_id and lease.reopened is not None:
+        lease.reopened = None
+        return
+    if status != "running":
+        await store.aset_run_status(execution_id, "running")
+
+
+def taken_run(execution_id: str) -> RunRecord | None:
+    """The run as this drive's lease take read it (once; then ``None``): a resume's first
+    look at its run needs no read of its own."""
+    lease = _current.get()
+    if lease is None or lease.execution_id != execution_id or lease.run is None:
+        return None
+    run, lease.run = lease.run, None
+    return run
+
+
+def confirm_reopen(execution_id: str) -> None:
+    """Keep the reopening of this drive's lease take: the resume goes on (an interrupt's
+    claim, which writes the run's status itself)."""
+    lease = _current.get()
+    if lease is not None and lease.execution_id == execution_id:
+        lease.reopened = None
 
 
 def ending(execution_id: str) -> dict[str, str]:
@@ -162,6 +205,18 @@ class _Heartbeats:
 heartbeats = _Heartbeats()
 
 
+@functools.cache
+def _has_leases(store_type: type) -> bool:
+    """Whether stores of this type have the lease capability (an ``isinstance`` against a
+    runtime-checkable protocol inspects every method each time: ~10 µs per verb)."""
+    return all(callable(getattr(store_type, name, None)) for name in _LEASE_METHODS)
+
+
+_LEASE_METHODS = tuple(
+    name for name in LeaseStore.__dict__ if not name.startswith("_") and name != "register"
+)
+
+
 @contextlib.asynccontextmanager
 async def hold(
     store: Checkpointer, execution_id: str, *, new_run: bool, lease_seconds: float
@@ -181,9 +236,11 @@ async def hold(
     if cur is not None and cur.execution_id == execution_id:
         yield cur
         return
-    if not isinstance(store, LeaseStore):
+    if not (_has_leases(type(store)) or isinstance(store, LeaseStore)):
         yield None
         return
+    if TYPE_CHECKING:  # narrowed for the type checker only: the check above is the cheap one
+        assert isinstance(store, LeaseStore)
     owner = new_owner()
     lease = Lease(execution_id, owner, lease_seconds)
     # Active before the lease is taken: another thread of this process that reads this owner
@@ -196,29 +253,39 @@ async def hold(
         store.fence(execution_id, owner, if_free=True)
     else:
         try:
-            won, previous, exists = await store.aacquire_run_lease(
-                execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=None
+            # A resume: a failed run is set running by the same commit (see mark_running).
+            took = await store.aacquire_run_lease(
+                execution_id,
+                owner=owner,
+                lease_seconds=lease_seconds,
+                steal_from=None,
+                reopen_failed=True,
             )
-            if not won and exists and owner_is_dead(previous):
-                won, previous, _ = await store.aacquire_run_lease(
-                    execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=previous
+            if not took.won and took.exists and owner_is_dead(took.previous_owner):
+                took = await store.aacquire_run_lease(
+                    execution_id,
+                    owner=owner,
+                    lease_seconds=lease_seconds,
+                    steal_from=took.previous_owner,
+                    reopen_failed=True,
                 )
         except BaseException:
             _ACTIVE.discard(owner)
             raise
-        if not exists:  # the verb reports RunNotFoundError
+        if not took.exists:  # the verb reports RunNotFoundError
             _ACTIVE.discard(owner)
             yield None
             return
-        if not won:
+        if not took.won:
             _ACTIVE.discard(owner)
             raise LeaseHeldError(
-                f"run {execution_id!r} is being executed by {previous} (it holds the run's "
-                "lease); wait for it to finish or pause, or for its lease to lapse",
-                owner=previous,
+                f"run {execution_id!r} is being executed by {took.previous_owner} (it holds "
+                "the run's lease); wait for it to finish or pause, or for its lease to lapse",
+                owner=took.previous_owner,
                 execution_id=execution_id,
             )
-        lease.previous_owner = previous
+        lease.previous_owner = took.previous_owner
+        lease.reopened, lease.run = took.reopened, took.run
     token = _current.set(lease)
     heartbeats.add(store, owner, lease_seconds)
     clean = False
@@ -232,6 +299,9 @@ async def hold(
         heartbeats.remove(owner)
         _current.reset(token)
         _ACTIVE.discard(owner)
+        if lease.reopened is not None:  # refused before it ran anything: failed again
+            with contextlib.suppress(StoreError):
+                await store.aundo_reopen(execution_id, owner=owner, reopened=lease.reopened)
         if clean and store.fenced_by(execution_id) == owner:  # not given back by the drive
             with contextlib.suppress(StoreError):
                 await store.arelease_run_lease(execution_id, owner=owner)

@@ -182,9 +182,11 @@ async def load_run(store: Checkpointer, execution_id: str, runner_name: str) -> 
     Raises:
         RunNotFoundError, RunnerMismatchError.
     """
+    from . import _lease
+
     if not isinstance(execution_id, str) or not execution_id:
         raise RunNotFoundError(f"execution_id must be a non-empty str, got {execution_id!r}")
-    run = await store.aget_run(execution_id)
+    run = _lease.taken_run(execution_id) or await store.aget_run(execution_id)
     if run is None:
         raise RunNotFoundError(
             f"no run with execution_id {execution_id!r} in {store!r}", execution_id=execution_id
@@ -197,6 +199,35 @@ async def load_run(store: Checkpointer, execution_id: str, runner_name: str) -> 
             execution_id=execution_id,
         )
     return run
+
+
+async def alatest_resumable(
+    store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The row resume re-enters: the newest row that is not a run-end marker (a failed run
+    stays resumable), or ``None`` when no step committed (DESIGN section 4). One read on the
+    bundled stores (``aget_resumable``); any other store is walked back with ``aget_last``.
+
+    Raises:
+        AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+    """
+    cp: Checkpoint | None
+    fast = getattr(store, "aget_resumable", None) if agent_path_prefix is None else None
+    if fast is not None:
+        cp, last_status = await fast(execution_id)
+    else:
+        cp = await store.aget_last(execution_id, agent_path_prefix=agent_path_prefix)
+        last_status = cp.status if cp is not None and cp.is_run_end else None
+        while cp is not None and cp.is_run_end:
+            cp = await store.aget_last(
+                execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
+            )
+    if last_status == "completed":
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; fork it to branch a new run",
+            execution_id=execution_id,
+        )
+    return cp
 
 
 async def claim(
@@ -262,6 +293,7 @@ async def claim(
                 execution_id=eid,
                 node_id=cp.node_id,
             )
+    _lease.confirm_reopen(eid)  # the claim set the run running itself
     return _answers(cp, won), owner
 
 

@@ -136,6 +136,17 @@ def latest_resumable(
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
     """
+    fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
+    if fast is not None:  # the bundled stores: one read
+        cp, ended = fast(execution_id)
+        if cp is None and ended is None:
+            _assert_run(store, execution_id)
+        if ended == "completed":
+            raise AlreadyResumed(
+                f"run {execution_id!r} already completed; fork it to branch a new run",
+                execution_id=execution_id,
+            )
+        return cp  # type: ignore[no-any-return]
     last = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
     if last is None:
         _assert_run(store, execution_id)

@@ -43,7 +43,7 @@ def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(
     store.create_run(tether.RunRecord("r1", "three", "chain", owner="hostA:1:a"))
     store.fence("r1", "hostA:1:a")
     store.put(Checkpoint("r1", "a", "node", "completed", {"a": 1}))
-    won, previous, _ = store.acquire_run_lease(
+    won, previous, *_ = store.acquire_run_lease(
         "r1", owner="hostB:2:b", lease_seconds=30, steal_from="hostA:1:a"
     )
     assert won and previous == "hostA:1:a"
@@ -64,7 +64,7 @@ def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_
     store.put(Checkpoint("r1e", "a", "node", "completed", {"a": 1}))
     other = tether.connect(db_url)  # another process takes the run over
     try:
-        won, _, _ = other.acquire_run_lease(
+        won, *_ = other.acquire_run_lease(
             "r1e", owner="hostB:2:b", lease_seconds=30, steal_from="hostA:1:a"
         )
     finally:
@@ -153,7 +153,7 @@ def test_a_drive_gives_its_lease_back_with_its_last_commit_not_after_it(store, m
 def test_resume_by_hand_of_a_run_a_live_process_holds_raises_lease_held(store):
     chain = _three(store)
     store.create_run(tether.RunRecord("r2", "three", "chain", input={}))
-    won, _, _ = store.acquire_run_lease(
+    won, *_ = store.acquire_run_lease(
         "r2", owner="elsewhere:1:x", lease_seconds=60, steal_from=None
     )
     assert won

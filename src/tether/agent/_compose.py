@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _lease, _trace
 from .._context import RunContext, current_agent_path, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, claim, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
@@ -28,7 +28,7 @@ from ..interrupt import Resume, check_resume_value
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
-from ._entry import cursor_at, initial_messages, latest_resumable
+from ._entry import cursor_at, initial_messages
 from ._executor import Cursor, drive
 from ._nested import ChildPaused, ReEntry, is_under, join_path, reentry_of, stored_answers
 
@@ -225,14 +225,14 @@ async def resume(
     value = check_resume_value(resume_value)
     store = runner.checkpointer
     run = await load_run(store, execution_id, runner.name)
-    cp = await latest_resumable(store, execution_id)
+    cp = await alatest_resumable(store, execution_id)
     if cp is None:
         if value is not None:
             raise AlreadyResumed(
                 f"run {execution_id!r} has no pending interrupt to answer",
                 execution_id=execution_id,
             )
-        await store.aset_run_status(execution_id, "running")
+        await _lease.mark_running(store, execution_id, run.status)
         return await drive_outermost(runner, store, execution_id, run.input, None)
     reentry = await claim_reentry(
         store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds
@@ -251,7 +251,7 @@ async def claim_reentry(
     """The re-entry for the newest row of a run, claiming its interrupt if it is one.
 
     Args:
-        cp: the newest resumable row (from ``latest_resumable``).
+        cp: the newest resumable row (from ``alatest_resumable``).
         value: the caller's answer.
         agent_path: resume only if ``cp`` lies in this subtree.
         lease_seconds: the claim's lease.
@@ -289,7 +289,7 @@ async def claim_reentry(
     else:
         if reentry.status == "interrupted":  # a fork's first row, standing for an interrupt
             reentry.answers = stored_answers(reentry.node_input)
-        await store.aset_run_status(eid, "running")
+        await _lease.mark_running(store, eid, None)
     return reentry
 
 

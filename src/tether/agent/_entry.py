@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
-from .._runner import afork_checkpoint, claim, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import AlreadyResumed, ConfigurationError
 from ..interrupt import Resume, check_resume_value
@@ -18,7 +18,6 @@ from ..store.base import RunRecord
 from ._executor import Cursor, drive
 
 if TYPE_CHECKING:
-    from ..store.base import Checkpointer
     from .agent import Agent
 
 
@@ -61,20 +60,6 @@ async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResu
         ),
     )
     return await drive(agent, store, eid, Cursor(messages, 0, Usage()))
-
-
-async def latest_resumable(
-    store: Checkpointer, eid: str, agent_path_prefix: str | None = None
-) -> Checkpoint | None:
-    """The row to re-enter: steps over a failed run_end, refuses a completed one."""
-    last = await store.aget_last(eid, agent_path_prefix=agent_path_prefix)
-    if last is not None and last.is_run_end and last.status == "completed":
-        raise AlreadyResumed(
-            f"run {eid!r} already completed; fork it to branch a new run", execution_id=eid
-        )
-    while last is not None and last.is_run_end:
-        last = await store.aget_last(eid, before_seq=last.seq, agent_path_prefix=agent_path_prefix)
-    return last
 
 
 def _stored_answers(node_input: Any) -> list[Resume]:
@@ -130,7 +115,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
     value = check_resume_value(resume_value)
     store = agent.checkpointer
     run = await load_run(store, execution_id, agent.name)
-    cp = await latest_resumable(store, execution_id)
+    cp = await alatest_resumable(store, execution_id)
     if cp is None:
         if value is not None:
             raise AlreadyResumed(
@@ -138,7 +123,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
                 execution_id=execution_id,
             )
         # Died before its first row committed: start over from the recorded input.
-        await store.aset_run_status(execution_id, "running")
+        await _lease.mark_running(store, execution_id, run.status)
         messages = [Message.from_dict(m) for m in run.input or ()]
         return await drive(agent, store, execution_id, Cursor(messages, 0, Usage()))
     node_id, status, node_input = cp.node_id, cp.status, cp.node_input
@@ -160,7 +145,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
         )
     answers = _stored_answers(node_input) if status == "interrupted" else []
     cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
-    await store.aset_run_status(execution_id, "running")
+    await _lease.mark_running(store, execution_id, run.status)
     return await drive(agent, store, execution_id, cursor)
 
 

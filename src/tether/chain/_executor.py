@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, claim, claim_heartbeat, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ..agent._compose import claim_reentry, fork_source, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, outer_frame
 from ..checkpoint import Checkpoint, new_id
@@ -67,17 +67,6 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
     return await _drive(chain, store, eid, _Cursor(chain.entry, state))
 
 
-async def _alatest_resumable(store: Checkpointer, eid: str) -> Checkpoint | None:
-    last = await store.aget_last(eid)
-    if last is not None and last.is_run_end and last.status == "completed":
-        raise AlreadyResumed(
-            f"run {eid!r} already completed; fork it to branch a new run", execution_id=eid
-        )
-    while last is not None and last.is_run_end:
-        last = await store.aget_last(eid, before_seq=last.seq)
-    return last
-
-
 @_lease.leased_resume
 async def resume(
     chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
@@ -85,7 +74,7 @@ async def resume(
     value = check_resume_value(resume_value)
     store = chain.checkpointer
     run = await load_run(store, execution_id, chain.name)
-    cp = await _alatest_resumable(store, execution_id)
+    cp = await alatest_resumable(store, execution_id)
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds
@@ -101,7 +90,7 @@ async def resume(
                 execution_id=execution_id,
             )
         # Crashed before its first node committed: start over from the recorded input.
-        await store.aset_run_status(execution_id, "running")
+        await _lease.mark_running(store, execution_id, run.status)
         return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
     _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
     if cp.status == "interrupted":
@@ -116,7 +105,7 @@ async def resume(
             execution_id=execution_id,
             node_id=cp.node_id,
         )
-    await store.aset_run_status(execution_id, "running")
+    await _lease.mark_running(store, execution_id, run.status)
     cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
     return await _drive(chain, store, execution_id, cursor)
 

@@ -652,6 +652,44 @@ def checkpoints_from_rows(
     return out
 
 
+def resume_point(
+    rows: Sequence[Sequence[Any]], chain: Sequence[tuple[int, str, bytes]]
+) -> tuple[Checkpoint | None, str | None, Head]:
+    """The row a resume re-enters, read in one pass with the writer head that follows it.
+
+    Args:
+        rows: rows of one run in :data:`CHECKPOINT_COLUMNS` order, any order, holding its
+            newest row and its newest row that is not a run-end marker (if it has one).
+        chain: ``(seq, state_kind, payload)`` in seq order from the snapshot under the
+            resumable row (or under the newest row when there is none) up to the newest row.
+
+    Returns:
+        ``(checkpoint, ended, head)``: the newest non-run-end row with its full state (``None``
+        when the run has only run-end markers), the newest row's status when it is a run-end
+        marker (``"completed"``/``"failed"``; else ``None``), and the head after the newest row.
+
+    Raises:
+        CorruptRecordError: the chain of rows is broken or a payload is not JSON.
+    """
+    newest = max(rows, key=lambda r: r[2])
+    target = max((r for r in rows if r[5] != "run_end"), key=lambda r: r[2], default=None)
+    if not chain or chain[0][1] != "full":
+        raise CorruptRecordError("state chain does not start at a full snapshot")
+    raw: dict[str, Any] = {}
+    at_target: dict[str, Any] | None = None
+    for seq, kind, payload in chain:
+        raw = apply_row(raw, kind, payload)
+        if target is not None and seq == target[2]:
+            at_target = raw
+    if chain[-1][0] != newest[2] or (target is not None and at_target is None):
+        raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+    head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])
+    ended = newest[6] if newest[5] == "run_end" else None
+    if target is None or at_target is None:
+        return None, ended, head
+    return checkpoint_from_row(target, decode_state(at_target)), ended, head
+
+
 def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
     """Build a :class:`Checkpoint` from a row in :data:`CHECKPOINT_COLUMNS` order and the
     row's full decoded ``state`` (which resolves references in ``node_input``).

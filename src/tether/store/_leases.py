@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .base import RunRecord
 
 __all__ = ["ClaimedRun", "Fences", "LeaseStore", "dead_letter_reason"]
 
@@ -106,6 +109,27 @@ class Fencing:
         return self._fences.get(execution_id)
 
 
+class LeaseTake(NamedTuple):
+    """What :meth:`LeaseStore.aacquire_run_lease` did.
+
+    Attributes:
+        won: the caller holds the lease now.
+        previous_owner: the run's owner before the take (``None``: free).
+        exists: a run with this id exists.
+        reopened: when the take was asked to ``reopen_failed`` and the run was ``failed``:
+            that run's ``(error, finished_at)`` (as stored), which the take cleared while
+            setting the run ``running``; else ``None``.
+        run: on success, the run as the take left it (read in the same statement, so a
+            resume need not read it again).
+    """
+
+    won: bool
+    previous_owner: str | None
+    exists: bool
+    reopened: tuple[Any, Any] | None = None
+    run: RunRecord | None = None
+
+
 @runtime_checkable
 class LeaseStore(Protocol):
     """The optional capability of a store that supports run leases, workers and the queue.
@@ -131,16 +155,29 @@ class LeaseStore(Protocol):
         """Stop fencing the run's commits (no I/O)."""
 
     async def aacquire_run_lease(
-        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
-    ) -> tuple[bool, str | None, bool]:
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        lease_seconds: float,
+        steal_from: str | None,
+        reopen_failed: bool = False,
+    ) -> LeaseTake:
         """Take the run's lease if nobody live holds it.
 
         Succeeds when the run has no owner, its lease lapsed, or its owner is ``steal_from``
         (a caller that knows that owner is dead). On success the run is fenced on ``owner``.
-
-        Returns:
-            ``(won, previous_owner, exists)``.
+        With ``reopen_failed`` (a resume), a ``failed`` run is set ``running`` in the same
+        commit, saving the resume a commit of its own; :meth:`aundo_reopen` puts it back when
+        the resume is refused.
         """
+
+    async def aundo_reopen(
+        self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]
+    ) -> bool:
+        """Set a run that ``owner``'s take reopened back to ``failed`` with its former
+        ``(error, finished_at)``, if ``owner`` still holds it and it is still ``running``
+        (the resume was refused before it ran anything). Returns whether it did."""
 
     def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
         """Extend every lease ``owner`` holds; the number of runs still held. Called from the

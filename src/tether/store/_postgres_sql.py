@@ -152,6 +152,13 @@ SELECT_LAST_BEFORE: Final = (
 SELECT_LAST_PATH: Final = (
     f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
 )
+# What resume reads: the run's two newest rows (one walk down the (execution_id, seq) index);
+# when both are run-end markers, the newest row before them that is not one.
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 2"
+SELECT_RESUMABLE_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s AND step_type <> 'run_end' "
+    "ORDER BY seq DESC LIMIT 1"
+)
 SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = %s AND checkpoint_id = %s"
 SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq"
 SELECT_STATE_CHAIN: Final = (

@@ -624,6 +624,44 @@ class PostgresCheckpointer(PostgresLeases):
             self._heads.set(execution_id, head)
         return cp
 
+    def _resumable_plan(
+        self, execution_id: str
+    ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
+        rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
+        if not rows:
+            return None, None, None
+        if len(rows) == 2 and rows[1][5] == "run_end":  # markers one after another
+            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[1][2])).rows
+        bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
+        chain = (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
+        return _codec.resume_point(rows, chain)
+
+    def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
+        """The row a resume re-enters: the run's newest row that is not a run-end marker,
+        with its full state, read with the newest row, mostly in two round trips (the two
+        newest rows, then their state chain; one more when both are run-end markers). Also
+        refreshes the writer's head, as :meth:`get_last` does.
+
+        Returns:
+            ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but
+            run-end markers, or no row at all), and the newest row's status when that row is a
+            run-end marker (``"completed"`` or ``"failed"``), else ``None``.
+
+        Raises:
+            CorruptRecordError: the run's stored state chain is broken.
+            StoreUnavailableError: the database cannot be reached.
+        """
+        cp, ended, head = self._db.run("get_resumable", self._resumable_plan(execution_id))
+        if head is not None:
+            self._heads.set(execution_id, head)
+        return cp, ended
+
+    async def aget_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
+        cp, ended, head = await self._db.arun("get_resumable", self._resumable_plan(execution_id))
+        if head is not None:
+            self._heads.set(execution_id, head)
+        return cp, ended
+
     def _checkpoint_plan(self, execution_id: str, checkpoint_id: str) -> Plan[Checkpoint | None]:
         row = yield from self._one(q.SELECT_BY_ID, (execution_id, checkpoint_id))
         if row is None:

@@ -133,6 +133,13 @@ SELECT_LAST_BEFORE: Final = (
 SELECT_LAST_PATH: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ?{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
 )
+# What resume reads: the run's two newest rows (one walk down the (execution_id, seq) index);
+# when both are run-end markers, the newest row before them that is not one.
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
+SELECT_RESUMABLE_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
+    "ORDER BY seq DESC LIMIT 1"
+)
 SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = ? AND checkpoint_id = ?"
 SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq"
 SELECT_STATE_CHAIN: Final = (
@@ -560,6 +567,24 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 )
                 return cp
             return None if row is None else self._with_state(conn, row)
+
+    def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
+        """The row a resume re-enters, in two reads (the contract of
+        :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
+        with self._read() as conn:
+            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
+            if not rows:
+                return None, None
+            if len(rows) == 2 and rows[1][5] == "run_end":  # markers one after another
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[1][2])).fetchall()
+            bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
+            chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+        cp, ended, head = _codec.resume_point(rows, chain)
+        self._heads.set(execution_id, head)
+        return cp, ended
+
+    async def aget_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
+        return self.get_resumable(execution_id)
 
     def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
         with self._read() as conn:
