@@ -10,9 +10,7 @@ never answers the second (DESIGN section 4).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,23 +71,34 @@ class Resume:
 
 @dataclass(slots=True)
 class InterruptScope:
-    """The answers available to one execution of one step, by ``interrupt()`` call order."""
+    """The answers available to one execution of one step, by ``interrupt()`` call order.
+
+    A context manager: inside ``with``, :func:`interrupt` reads this scope.
+    """
 
     answers: list[Resume] = field(default_factory=list)
     calls: int = 0
+    _token: Token[InterruptScope | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    # A class, not a @contextmanager generator: the executors enter one per step.
+    def __enter__(self) -> InterruptScope:
+        self._token = _scope.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _scope.reset(self._token)
+            self._token = None
 
 
 _scope: ContextVar[InterruptScope | None] = ContextVar("tether_interrupt_scope", default=None)
 
 
-@contextmanager
-def interrupt_scope(answers: list[Resume]) -> Iterator[InterruptScope]:
-    scope = InterruptScope(list(answers))
-    token = _scope.set(scope)
-    try:
-        yield scope
-    finally:
-        _scope.reset(token)
+def interrupt_scope(answers: list[Resume]) -> InterruptScope:
+    """A scope holding a copy of ``answers``, to enter with ``with``."""
+    return InterruptScope(list(answers))
 
 
 def interrupt(reason: str, context: Any = None) -> Resume:

@@ -204,6 +204,8 @@ class Chain:
     async def call_node(self, node_id: str, state: dict[str, Any]) -> dict[str, Any] | None:
         fn = self.nodes[node_id]
         out = fn(dict(state))
+        if type(out) is dict:  # the common answer, checked before the slower awaitable test
+            return out
         if inspect.isawaitable(out):
             out = await out
         if out is not None and not isinstance(out, dict):

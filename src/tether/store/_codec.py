@@ -253,7 +253,8 @@ def encode_state(
             if p is None:
                 sets[k] = _as_bytes(b)
             elif p is not b:
-                pb, bb = _as_bytes(p), _as_bytes(b)
+                pb = p if type(p) is bytes else _as_bytes(p)
+                bb = b if type(b) is bytes else _as_bytes(b)
                 if pb != bb:
                     app = _is_append(pb, bb)
                     if app is not None:
@@ -271,10 +272,10 @@ def encode_state(
         payload = b"{" + b",".join(parts) + b"}"
         rows = head.rows_since_full + 1
         delta_bytes = head.delta_bytes_since_full + len(payload)
-        full_size = sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
         replay_cost = delta_bytes + ROW_COST_BYTES * rows
+        # The snapshot's size is summed only once the minimum run of deltas is reached.
         if rows < MAX_ROWS_BETWEEN_FULL and (
-            rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * full_size
+            rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * _full_size(keys)
         ):
             return (
                 "delta",
@@ -283,6 +284,11 @@ def encode_state(
             )
     flat: dict[str, Encoded] = {k: _as_bytes(b) for k, b in keys.items()}
     return "full", _dump_obj(flat), Head(seq, seq, flat, 0, 0, sources or {})
+
+
+def _full_size(keys: dict[str, Encoded]) -> int:
+    """About the bytes of a full snapshot of ``keys``."""
+    return sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
 
 
 def replay_state(rows: list[tuple[int, str, bytes]]) -> dict[str, Any]:

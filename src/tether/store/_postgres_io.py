@@ -119,7 +119,9 @@ def _unescape(s: str) -> str:
 
 def _encode(s: str, encoding: str) -> bytes:
     try:
-        return _escape(s).encode(encoding)
+        if "\x00" in s or _ESC in s:  # rare: checked here to spare most values a call
+            return _escape(s).encode(encoding)
+        return s.encode(encoding)
     except UnicodeEncodeError as exc:
         raise SerializationError(
             f"text {s[:40]!r} cannot be stored: {exc.reason} at position {exc.start}",

@@ -18,7 +18,7 @@ from ..errors import LeaseLost
 from . import _codec
 from ._leases import ClaimedRun, Fencing, LeaseTake, dead_letter_reason
 
-__all__ = ["MIGRATION_V2", "SQLiteLeases"]
+__all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
 
 MIGRATION_V2: Final[tuple[str, ...]] = (
     "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
@@ -26,6 +26,10 @@ MIGRATION_V2: Final[tuple[str, ...]] = (
     "CREATE INDEX runs_queue_idx ON runs (status, priority DESC, created_at)",
 )
 
+# The checkpoint insert, plain and fenced (the step path picks one per row; see below).
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) VALUES ({','.join('?' * 19)})"
+)
 INSERT_CHECKPOINT_FENCED: Final = (
     f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {','.join('?' * 19)} "
     "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = ? AND owner = ?)"
@@ -94,8 +98,6 @@ class SQLiteLeases(Fencing):
     def _insert_checkpoint_row(
         self, conn: sqlite3.Connection, cp: Checkpoint, params: tuple[Any, ...]
     ) -> None:
-        from .sqlite import INSERT_CHECKPOINT
-
         owner = self._fences.get(cp.execution_id)
         if owner is None:
             conn.execute(INSERT_CHECKPOINT, params)

@@ -329,13 +329,16 @@ class SyncAsyncMixin:
         release_lease_of: str | None = None,
     ) -> Checkpoint:
         # release_lease_of is passed only when given: stores without leases do not take it.
-        lease = {} if release_lease_of is None else {"release_lease_of": release_lease_of}
+        if release_lease_of is None:
+            return self.put(  # type: ignore[attr-defined,no-any-return]
+                checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
+            )
         return self.put(  # type: ignore[attr-defined,no-any-return]
             checkpoint,
             run_status=run_status,
             error=error,
             release_claim_of=release_claim_of,
-            **lease,
+            release_lease_of=release_lease_of,
         )
 
     async def arecord_interrupt(

@@ -121,9 +121,6 @@ UPDATE_RUN_STATUS: Final = (
     "finished_at = CASE WHEN ? IN ('completed', 'failed') THEN ? ELSE NULL END "
     "WHERE execution_id = ?"
 )
-INSERT_CHECKPOINT: Final = (
-    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) VALUES ({','.join('?' * 19)})"
-)
 _SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
 _PATH_FILTER: Final = " AND (agent_path = ? OR substr(agent_path, 1, ?) = ?)"
 SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 1"
@@ -414,7 +411,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             head = self._head(conn, cp.execution_id)
         params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
         now = _now()
-        cp.created_at = _codec.ts_to_dt(now)
+        cp.created_at = _dt.datetime.fromtimestamp(now, _dt.UTC)
         try:
             self._insert_checkpoint_row(conn, cp, (*params, now))
         except sqlite3.IntegrityError as exc:
