@@ -18,6 +18,7 @@ import pytest
 from tests.support.chains import orders_chain
 from tests.support.proc import ROOT, child_env
 from tether import Checkpointer
+from tether.store.sqlite import SCHEMA_VERSION
 
 APP = "tests.cli.app:app"
 
@@ -351,7 +352,7 @@ def test_db_migrate_creates_a_fresh_sqlite_file(tmp_path: Path):
 
     proc = tether_cli(url, "db", "migrate")
     assert proc.returncode == 0, proc.stderr
-    assert "schema version 2" in proc.stdout
+    assert f"schema version {SCHEMA_VERSION}" in proc.stdout
     assert path.exists()
     assert as_json(tether_cli(url, "runs", "list", "--json")) == []
 

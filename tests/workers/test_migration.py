@@ -1,5 +1,6 @@
-"""Schema version 2 (run leases, the queue) migrates a version-1 database forward and keeps its
-runs (DESIGN section 7: migrations run forward only)."""
+"""Schema migrations carry older databases forward and keep their runs (DESIGN section 7:
+migrations run forward only): version 2 added run leases and the queue, version 3 dropped the
+primary key on ``checkpoint_id``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import tether
 from tests.conftest import PG_DSN
 from tether import Chain
+from tether.store._postgres_sql import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from tether.store.sqlite import SCHEMA_VERSION
 
 
 def _chain(store: object) -> Chain:
@@ -41,7 +44,7 @@ def test_a_version_1_sqlite_file_migrates_to_2_and_keeps_its_runs(tmp_path):
     conn.close()
 
     store = tether.SQLiteCheckpointer(path)
-    assert store.schema_version() == 2
+    assert store.schema_version() == SCHEMA_VERSION
     run = store.get_run("old")
     assert run is not None and run.status == "running"
     # A v1 run left "running" with no lease counts as abandoned: a worker claims it.
@@ -72,7 +75,7 @@ def test_a_version_1_postgres_schema_migrates_to_2_and_keeps_its_runs(pg_schema)
 
     store = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
     try:
-        assert store.schema_version() == 2
+        assert store.schema_version() == PG_SCHEMA_VERSION
         run = store.get_run("old")
         assert run is not None and run.status == "running"
         (claimed,) = store.claim_runs(owner="w:1:x", limit=5, lease_seconds=30, max_attempts=5)
@@ -81,3 +84,78 @@ def test_a_version_1_postgres_schema_migrates_to_2_and_keeps_its_runs(pg_schema)
         assert _chain(store).resume("old").status == "completed"
     finally:
         store.close()
+
+
+def _branching_chain(store: object) -> Chain:
+    chain = Chain("v2-run", store)  # type: ignore[arg-type]
+    for i in range(40):  # past a full snapshot: rows of both kinds
+        chain.add_node(
+            f"n{i}", lambda s, i=i: {"n": s.get("n", 0) + 1, "log": [*s.get("log", []), i]}
+        )
+        if i:
+            chain.add_edge(f"n{i - 1}", f"n{i}")
+    return chain
+
+
+def _assert_carried_over(store: object, eid: str, before: list[tether.Checkpoint]) -> None:
+    after = store.list(eid)  # type: ignore[attr-defined]
+    assert [(c.checkpoint_id, c.seq, c.node_id, c.state_snapshot) for c in after] == [
+        (c.checkpoint_id, c.seq, c.node_id, c.state_snapshot) for c in before
+    ]
+    mid = before[20]
+    got = store.get_checkpoint(eid, mid.checkpoint_id)  # type: ignore[attr-defined]
+    assert got is not None and got.state_snapshot == mid.state_snapshot
+    branch = _branching_chain(store).fork(eid, checkpoint_id=mid.checkpoint_id)
+    assert branch.status == "completed" and branch.output["n"] == 40
+
+
+def test_a_version_2_sqlite_file_migrates_to_3_without_the_checkpoint_id_key(tmp_path, monkeypatch):
+    import tether.store.sqlite as sqlite_store
+
+    path = tmp_path / "v2.db"
+    monkeypatch.setattr(sqlite_store, "SCHEMA_VERSION", 2)
+    old = tether.SQLiteCheckpointer(path)
+    eid = _branching_chain(old).run({}).execution_id
+    before = old.list(eid)
+    assert old.schema_version() == 2
+    old.close()
+    monkeypatch.undo()
+
+    store = tether.SQLiteCheckpointer(path)
+    assert store.schema_version() == 3
+    _assert_carried_over(store, eid, before)
+    store.close()
+    conn = sqlite3.connect(path)
+    indexes = {row[1]: row[2] for row in conn.execute("PRAGMA index_list(checkpoints)")}
+    conn.close()
+    assert indexes == {"checkpoints_run_seq_idx": 1}  # one unique index; no autoindex on the id
+
+
+@pytest.mark.postgres
+def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key(
+    pg_schema, monkeypatch
+):
+    import tether.store._postgres_sql as pg_sql
+
+    monkeypatch.setattr(pg_sql, "SCHEMA_VERSION", 2)
+    old = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    try:
+        eid = _branching_chain(old).run({}).execution_id
+        before = old.list(eid)
+        assert old.schema_version() == 2
+    finally:
+        old.close()
+    monkeypatch.undo()
+
+    store = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    try:
+        assert store.schema_version() == 3
+        _assert_carried_over(store, eid, before)
+    finally:
+        store.close()
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        indexes = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'checkpoints'",
+            (pg_schema,),
+        ).fetchall()
+    assert indexes == [("checkpoints_run_seq_idx",)]

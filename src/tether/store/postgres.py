@@ -401,15 +401,10 @@ class PostgresCheckpointer(PostgresLeases):
         try:
             stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
             res: Result = yield last(*stmt) if final else stmt
-        except pg_errors.UniqueViolation as exc:
+        except pg_errors.UniqueViolation as exc:  # checkpoints_run_seq_idx
             self._heads.drop(cp.execution_id)
-            what = (
-                f"step {cp.seq}"
-                if exc.diag.constraint_name == "checkpoints_run_seq_idx"
-                else f"a checkpoint with id {cp.checkpoint_id!r}"
-            )
             raise ConcurrentWriteError(
-                f"another writer appended {what} of run {cp.execution_id!r} first",
+                f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
                 execution_id=cp.execution_id,
                 node_id=cp.node_id,
             ) from exc
