@@ -658,8 +658,21 @@ def checkpoints_from_rows(
     return out
 
 
+def resume_window(
+    window: Sequence[Sequence[Any]],
+) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]] | None:
+    """Split the rows of ``SELECT_RESUME_WINDOW`` (a run's rows in seq order, from the full
+    snapshot under its two newest rows up to its newest) into the arguments of
+    :func:`resume_point`; ``None`` when the two newest rows are both run-end markers (the row
+    to resume lies further back)."""
+    rows = list(window[-2:])
+    if len(rows) == 2 and rows[0][5] == "run_end" and rows[1][5] == "run_end":
+        return None
+    return rows, [(r[2], r[7], r[8]) for r in window]
+
+
 def resume_point(
-    rows: Sequence[Sequence[Any]], chain: Sequence[tuple[int, str, bytes]]
+    rows: Sequence[Sequence[Any]], chain: Sequence[Sequence[Any]]
 ) -> tuple[Checkpoint | None, str | None, Head]:
     """The row a resume re-enters, read in one pass with the writer head that follows it.
 

@@ -145,8 +145,16 @@ SELECT_LAST_BEFORE: Final = (
 SELECT_LAST_PATH: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ?{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
 )
-# What resume reads: the run's two newest rows (one walk down the (execution_id, seq) index);
-# when both are run-end markers, the newest row before them that is not one.
+# What resume reads, in one statement: the rows from the full snapshot under the run's two
+# newest rows up to the newest (the newest two, and the state chain they are replayed from).
+# When both are run-end markers: the two newest rows, the newest row before them that is not
+# one, then its state chain.
+SELECT_RESUME_WINDOW: Final = (
+    f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
+    "ORDER BY seq DESC LIMIT 2) "
+    f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
+    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
+)
 SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
@@ -581,17 +589,19 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             return None if row is None else self._with_state(conn, row)
 
     def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
-        """The row a resume re-enters, in two reads (the contract of
+        """The row a resume re-enters, mostly in one read (the contract of
         :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
         with self._read() as conn:
-            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
-            if not rows:
+            window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
+            if not window:
                 return None, None
-            if len(rows) == 2 and rows[1][5] == "run_end":  # markers one after another
+            split = _codec.resume_window(window)
+            if split is None:  # run-end markers one after another
+                rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
                 rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[1][2])).fetchall()
-            bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
-            chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
-        cp, ended, head = _codec.resume_point(rows, chain)
+                bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
+                split = rows, conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+        cp, ended, head = _codec.resume_point(*split)
         self._heads.set(execution_id, head)
         return cp, ended
 
