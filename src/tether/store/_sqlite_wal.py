@@ -22,10 +22,10 @@ back-to-back commits a commit lands during every checkpoint, so the WAL would ke
 running: it gives up when another checkpoint holds the lock). So when a checkpoint finds the
 WAL past ``2 * pages`` frames (it did not start over since the previous one), the thread
 copies the frames written meanwhile in a second PASSIVE checkpoint while holding ``gate``, a
-lock this store's writers take around each COMMIT: that short tail (a few pages and the two
-syncs) is all a step can wait for, and the next commit starts the WAL over. The connections'
-own auto-checkpoint, at ``SAFETY_NET_FACTOR * pages``, bounds the WAL if the thread is dead,
-stuck or losing to other processes' writers.
+lock this store's writers take around each write transaction: that short tail (a few pages
+and the two syncs) is all a step can wait for, and the next commit starts the WAL over. The
+connections' own auto-checkpoint, at ``SAFETY_NET_FACTOR * pages``, bounds the WAL if the
+thread is dead, stuck or losing to other processes' writers.
 
 The thread is started on the first signal, not when the store opens (a read-only user never
 starts one); it does not survive ``fork()``, so a child starts its own on its first signal.
@@ -91,7 +91,9 @@ class WalCheckpointer:
     def _reset_after_fork(self) -> None:
         # A forked child has no thread, and the parent's lock may have been held mid-fork.
         self._lock = threading.Lock()
-        self.gate = threading.Lock()  # writers hold it around COMMIT; see the module doc
+        # Writers hold it around each write transaction, taken before SQLite's write lock;
+        # re-entrant in case a write runs inside another. See the module doc.
+        self.gate = threading.RLock()
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._halt = threading.Event()

@@ -308,6 +308,18 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        # The background checkpointer's gate is taken before SQLite's write lock, always in
+        # that order (as in put's one-INSERT path), so the two cannot deadlock.
+        wal = self._wal
+        with _NO_GATE if wal is None else wal.gate, self._write_locked() as conn:
+            yield conn
+        if wal is not None:
+            wal.total += 1
+            if wal.total >= wal.next_at:
+                wal.signal()
+
+    @contextmanager
+    def _write_locked(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -323,20 +335,14 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             if isinstance(exc, sqlite3.Error | UnicodeEncodeError):
                 raise _translate(exc, self.path) from exc
             raise
-        wal = self._wal
         try:
-            with _NO_GATE if wal is None else wal.gate:
-                conn.execute("COMMIT")
+            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
             raise _translate(exc, self.path) from exc
-        if wal is not None:
-            wal.total += 1
-            if wal.total >= wal.next_at:
-                wal.signal()
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
