@@ -10,6 +10,7 @@ count them after killing a child:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tether import Chain, Checkpointer, idempotent, interrupt
@@ -105,4 +106,29 @@ def loop_chain(store: Checkpointer, *, bound: int = 5) -> Chain:
     return chain
 
 
-CHAINS = {"orders": orders_chain, "loop": loop_chain}
+def chunk_text(i: int) -> str:
+    """1 KB of text, different for every step ``i``."""
+    return (f"{i:08d}" * 128)[:1024]
+
+
+def chunks_chain(
+    store: Checkpointer, *, steps: int = 2000, on_step: Callable[[], None] | None = None
+) -> Chain:
+    """``step`` ``steps`` times, each writing a new 1 KB ``chunk`` (the state stays 1 KB);
+    then ``done``. ``on_step`` is called at the start of each step."""
+    chain = Chain("chunks", store)
+
+    def step(state: dict[str, Any]) -> dict[str, Any]:
+        if on_step is not None:
+            on_step()
+        i = state.get("i", 0) + 1
+        return {"i": i, "chunk": chunk_text(i)}
+
+    chain.add_node("step", step)
+    chain.add_node("done", lambda state: {"done": True})
+    chain.add_edge("step", "step", condition=lambda s: s["i"] < steps, max_iterations=steps)
+    chain.add_edge("step", "done")
+    return chain
+
+
+CHAINS = {"orders": orders_chain, "loop": loop_chain, "chunks": chunks_chain}

@@ -8,6 +8,11 @@ locking over network filesystems is unreliable).
 Durability: ``synchronous="NORMAL"`` (the default under WAL) survives a process crash; a power
 loss or OS crash may lose the last few commits. ``synchronous="FULL"`` survives those too at
 about ten times the cost per commit.
+
+WAL checkpoints: by default a background thread per store copies the WAL back into the
+database file (``wal_checkpoint="background"``, see :mod:`._sqlite_wal`), so no step pays for
+it; ``"inline"`` leaves it to SQLite's auto-checkpoint inside the COMMIT that crosses the
+threshold.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -37,6 +43,7 @@ from ..errors import (
 from . import _codec
 from ._leases import Fences
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
+from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
@@ -228,8 +235,20 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             survives power loss). Source: SQLite's WAL documentation.
         busy_timeout_seconds: how long a writer waits for another process's write lock before
             :class:`~tether.errors.StoreUnavailableError` is raised.
+        wal_checkpoint: who copies the WAL back into the database file. ``"background"``
+            (default): a daemon thread of this store, with its own connection, runs a PASSIVE
+            checkpoint (which blocks no reader or writer) each time the WAL has grown by about
+            ``wal_checkpoint_pages`` pages; SQLite's auto-checkpoint stays on at
+            ``4 * wal_checkpoint_pages`` pages as a safety net. ``"inline"``: SQLite's
+            auto-checkpoint at ``wal_checkpoint_pages`` pages, run inside the COMMIT of the
+            step that crosses it. Durability is the same either way. Ignored for
+            ``":memory:"``, which has no WAL.
+        wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
+            that triggers a checkpoint; default 1000, SQLite's own default.
 
     Raises:
+        ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``, or
+            ``wal_checkpoint_pages`` not a positive integer.
         SchemaVersionError: the file was written by a newer tether.
         StoreUnavailableError: the file cannot be opened or is not a SQLite database.
     """
@@ -240,13 +259,37 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_seconds: float = 30.0,
+        wal_checkpoint: Literal["background", "inline"] = "background",
+        wal_checkpoint_pages: int = 1000,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if wal_checkpoint not in ("background", "inline"):
+            raise ConfigurationError(
+                f"wal_checkpoint must be 'background' or 'inline', got {wal_checkpoint!r}"
+            )
+        if (
+            not isinstance(wal_checkpoint_pages, int)
+            or isinstance(wal_checkpoint_pages, bool)
+            or wal_checkpoint_pages < 1
+        ):
+            raise ConfigurationError(
+                f"wal_checkpoint_pages must be a positive integer, got {wal_checkpoint_pages!r}"
+            )
         self.path = str(path)
         self.synchronous = synchronous
         self.busy_timeout_seconds = busy_timeout_seconds
+        self.wal_checkpoint = wal_checkpoint
+        self.wal_checkpoint_pages = wal_checkpoint_pages
+        # The background checkpointer, None inline or without a WAL (``:memory:``).
+        self._wal: WalCheckpointer | None = None
+        if wal_checkpoint == "background" and self.path != ":memory:":
+            self._wal = WalCheckpointer(self.path, wal_checkpoint_pages, synchronous)
+        self._autocheckpoint = wal_checkpoint_pages * (
+            SAFETY_NET_FACTOR if self._wal is not None else 1
+        )
         self._local = threading.local()
+        _STORES.add(self)
         self._heads = _codec.HeadCache()
         self._heads_lock = threading.Lock()
         self._fences = Fences()
@@ -271,15 +314,39 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     cached_statements=256,
                 )
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
+            if str(mode).lower() != "wal":  # e.g. ":memory:": nothing to checkpoint
+                self._wal = None
             self._local.conn = conn
         return conn
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: never use, close or free the parent's connection (SQLite
+        connections must not cross ``fork()``, and closing one may checkpoint the parent's
+        WAL); the child opens its own on first use."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            _FORK_ORPHANS.append(conn)
+            self._local.conn = None
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        # The background checkpointer's gate is taken before SQLite's write lock, always in
+        # that order (as in put's one-INSERT path), so the two cannot deadlock.
+        wal = self._wal
+        with _NO_GATE if wal is None else wal.gate, self._write_locked() as conn:
+            yield conn
+        if wal is not None:
+            wal.total += 1
+            if wal.total >= wal.next_at:
+                wal.signal()
+
+    @contextmanager
+    def _write_locked(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -343,10 +410,16 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             return int(conn.execute(SELECT_SCHEMA_VERSION).fetchone()[0] or 0)
 
     def close(self) -> None:
+        """Close this thread's connection and stop the background checkpoint thread (waiting
+        for a checkpoint in progress). Using the store again reopens both as needed. The last
+        connection to the file that closes, in any process, checkpoints the WAL and deletes
+        it (SQLite's own behaviour)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+        if self._wal is not None:
+            self._wal.stop()
 
     # --- runs -----------------------------------------------------------------------------
     def create_run(self, run: RunRecord) -> RunRecord:
@@ -475,11 +548,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 # runs as a transaction of its own (taking the write lock before it reads):
                 # no BEGIN and COMMIT statements around it.
                 conn = self._conn()
+                wal = self._wal
                 try:
-                    head = self._insert(conn, checkpoint, force_full=force_full, head=head)
+                    with _NO_GATE if wal is None else wal.gate:
+                        head = self._insert(conn, checkpoint, force_full=force_full, head=head)
                 except (sqlite3.Error, UnicodeEncodeError) as exc:
                     raise _translate(exc, self.path) from exc
                 self._heads.set(checkpoint.execution_id, head)
+                if wal is not None:
+                    wal.total += 1
+                    if wal.total >= wal.next_at:
+                        wal.signal()
                 return checkpoint
         with self._write() as conn:
             if release_claim_of is not None:
@@ -743,6 +822,20 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             for eid in result.execution_ids:
                 self._heads.drop(eid)
         return result
+
+
+_NO_GATE: Final = nullcontext()
+_STORES: weakref.WeakSet[SQLiteCheckpointer] = weakref.WeakSet()
+_FORK_ORPHANS: builtins.list[sqlite3.Connection] = []  # a child's inherited connections, kept
+
+
+def _forget_connections_after_fork() -> None:
+    for store in builtins.list(_STORES):
+        store._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_connections_after_fork)
 
 
 def _translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError:

@@ -1,0 +1,211 @@
+"""Background WAL checkpoints of the SQLite store: off the step path, the WAL still bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from tests.support.chains import chunk_text, chunks_chain
+from tests.support.proc import run_child
+from tether import SQLiteCheckpointer
+from tether.errors import ConfigurationError
+from tether.store._sqlite_wal import SAFETY_NET_FACTOR
+
+THREAD = "tether-sqlite-wal-checkpoint"
+FRAME = 4096 + 24  # a WAL frame: one page (SQLite's default size) and its header
+HEADER = 32  # the WAL file's header
+
+
+def _wal_frames(path) -> float:
+    try:
+        return (os.path.getsize(f"{path}-wal") - HEADER) / FRAME
+    except FileNotFoundError:
+        return 0.0
+
+
+def _threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD]
+
+
+def _wait(predicate, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def _rows_in_main_file(path, tmp_path) -> int:
+    """Checkpoint rows in the database file alone, without its WAL."""
+    copy = tmp_path / "main-only.db"
+    shutil.copyfile(path, copy)
+    conn = sqlite3.connect(copy)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema itself is still only in the WAL
+        return 0
+    finally:
+        conn.close()
+
+
+def test_options_are_checked():
+    with pytest.raises(ConfigurationError, match="wal_checkpoint must be"):
+        SQLiteCheckpointer(":memory:", wal_checkpoint="sometimes")  # type: ignore[arg-type]
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ConfigurationError, match="wal_checkpoint_pages"):
+            SQLiteCheckpointer(":memory:", wal_checkpoint_pages=bad)  # type: ignore[arg-type]
+
+
+def test_memory_store_has_no_checkpoint_thread():
+    store = SQLiteCheckpointer(":memory:")
+    assert chunks_chain(store, steps=300).run({}).status == "completed"
+    assert store._wal is None and not _threads()
+    store.close()
+
+
+def test_the_wal_stays_bounded_over_a_long_run(tmp_path):
+    """3,000 steps of 1 KB write about 4 WAL frames each: 12,000+ frames (50 MB) unchecked.
+
+    Bound: the connections' auto-checkpoint fires at SAFETY_NET_FACTOR * pages frames; it gives
+    up while the thread holds the checkpoint lock, so allow one more background interval
+    (``pages`` frames) of commits on top: 5,000 frames, 20.6 MB."""
+    path = tmp_path / "t.db"
+    pages = 1000
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=pages)
+    biggest = [0.0]
+
+    def sample() -> None:
+        biggest[0] = max(biggest[0], _wal_frames(path))
+
+    result = chunks_chain(store, steps=3000, on_step=sample).run({})
+    assert result.status == "completed" and result.state["chunk"] == chunk_text(3000)
+    bound = SAFETY_NET_FACTOR * pages + pages
+    assert 0 < biggest[0] <= bound, (biggest[0], bound)
+    wal = store._wal
+    assert wal is not None and wal.checkpoints >= 3 and wal.errors == 0
+    store.close()
+
+
+def test_checkpoints_run_on_the_thread_while_no_step_runs(tmp_path):
+    """The rows reach the database file itself, copied by the store's thread, though no step
+    runs and the WAL never came near the auto-checkpoint threshold."""
+    path = tmp_path / "t.db"
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=100)
+    ran_on: list[str] = []
+    wal = store._wal
+    assert wal is not None
+    original = wal._checkpointed
+
+    def record(total, result):
+        ran_on.append(threading.current_thread().name)
+        original(total, result)
+
+    wal._checkpointed = record  # type: ignore[method-assign]
+    before = _rows_in_main_file(path, tmp_path)
+    result = chunks_chain(store, steps=60).run({})
+    assert result.status == "completed"
+    _wait(lambda: _rows_in_main_file(path, tmp_path) >= 20, "rows copied to the database file")
+    assert before == 0
+    assert ran_on and set(ran_on) == {THREAD}
+    assert _wal_frames(path) < SAFETY_NET_FACTOR * 100  # SQLite's inline checkpoint never fired
+    store.close()
+
+
+def test_inline_checkpoints_start_no_thread(tmp_path):
+    path = tmp_path / "t.db"
+    store = SQLiteCheckpointer(path, wal_checkpoint="inline", wal_checkpoint_pages=100)
+    assert chunks_chain(store, steps=300).run({}).status == "completed"
+    assert store._wal is None and not _threads()
+    assert _wal_frames(path) < 100 + 50  # SQLite's own auto-checkpoint at 100 pages
+    store.close()
+
+
+def test_close_stops_the_thread_and_use_after_close_restarts_it(tmp_path):
+    store = SQLiteCheckpointer(tmp_path / "t.db", wal_checkpoint_pages=50)
+    assert chunks_chain(store, steps=100).run({}).status == "completed"
+    assert store._wal is not None and store._wal.running and len(_threads()) == 1
+    store.close()
+    assert not store._wal.running and not _threads()
+    assert chunks_chain(store, steps=100).run({}).status == "completed"
+    assert len(_threads()) == 1
+    store.close()
+    assert not _threads()
+
+
+def test_a_dropped_store_ends_its_thread(tmp_path):
+    store = SQLiteCheckpointer(tmp_path / "t.db", wal_checkpoint_pages=50)
+    assert chunks_chain(store, steps=100).run({}).status == "completed"
+    assert len(_threads()) == 1
+    del store
+    import gc
+
+    gc.collect()
+    _wait(lambda: not _threads(), "the thread of a garbage-collected store to end")
+
+
+def test_a_store_used_from_a_forked_child_still_works(tmp_path):
+    path = tmp_path / "t.db"
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=50)
+    assert chunks_chain(store, steps=100).run({}, execution_id="parent").status == "completed"
+    assert store._wal is not None and store._wal.running
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            wal = store._wal
+            fresh = not wal.running and not _threads()
+            result = chunks_chain(store, steps=200).run({}, execution_id="child")
+            out = {
+                "fresh": fresh,
+                "status": result.status,
+                "checkpoints": wal.checkpoints,
+                "threads": len(_threads()),
+            }
+            store.close()
+            out["after_close"] = len(_threads())
+            os.write(write, json.dumps(out).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        out = json.loads(pipe.read() or "{}")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert out["fresh"] and out["status"] == "completed"
+    assert out["checkpoints"] >= 1 and out["threads"] == 1 and out["after_close"] == 0
+    # The parent's store and thread are untouched and see the child's run.
+    assert store._wal.running
+    assert store.get_last("child").state_snapshot["i"] == 200
+    assert chunks_chain(store, steps=100).run({}, execution_id="parent-2").status == "completed"
+    store.close()
+
+
+def test_data_is_intact_after_sigkill_mid_run(tmp_path):
+    """A child running 2,000 steps (background checkpoints every ~250) is SIGKILLed after its
+    1,500th step committed; every committed step is there and the run resumes to the end."""
+    path = tmp_path / "t.db"
+    url = f"sqlite:///{path}"
+    SQLiteCheckpointer(path).close()
+    code, _ = run_child([url, "chunks", "run", "killed", "{}"], fault="chain.after_commit@1500")
+    assert code == -signal.SIGKILL
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store = SQLiteCheckpointer(path)
+    last = store.get_last("killed")
+    assert last.state_snapshot == {"i": 1500, "chunk": chunk_text(1500)}
+    assert len(store.list("killed")) == 1500
+    store.close()
+    code, out = run_child([url, "chunks", "resume", "killed"])
+    assert code == 0 and out is not None and out["status"] == "completed", out
+    store = SQLiteCheckpointer(path)
+    assert store.get_last("killed").state_snapshot["i"] == 2000
+    store.close()
