@@ -55,9 +55,6 @@ class Lease:
         previous_owner: who held the run before this lease took it.
         by_worker: taken by a worker, which renews and releases it.
         queued: the run was claimed from the start queue (its row exists, status ``queued``).
-        reopened: the take set this failed run ``running`` (its former ``(error,
-            finished_at)``), until the resume confirms it (:func:`mark_running`); a resume
-            that is refused before then puts the run back to ``failed``.
         run: the run as the take left it, for the resume's first look at it (:func:`taken_run`).
     """
 
@@ -67,7 +64,6 @@ class Lease:
     previous_owner: str | None = None
     by_worker: bool = False
     queued: bool = False
-    reopened: tuple[Any, Any] | None = None
     run: RunRecord | None = None
 
 
@@ -102,20 +98,14 @@ def owner_is_dead(owner: str | None) -> bool:
 
 
 async def mark_running(store: Checkpointer, execution_id: str, status: str | None) -> None:
-    """Set a resumed run ``running`` as its drive is about to start.
-
-    When this drive's lease take reopened the failed run (it set the run ``running`` in the
-    same commit), this only confirms it (no I/O); a run whose loaded ``status`` is already
-    ``running`` (a crashed drive's, taken over) is left as it is; otherwise the status is
-    written.
+    """Set a resumed run ``running`` as its drive is about to start (after every check that
+    could refuse the resume, so a refused or crashed-before-here resume leaves a failed run
+    failed). A run whose loaded ``status`` is already ``running`` (a crashed drive's, taken
+    over) is left as it is: no commit.
 
     Args:
         status: the run's status as the resume loaded it, if known.
     """
-    lease = _current.get()
-    if lease is not None and lease.execution_id == execution_id and lease.reopened is not None:
-        lease.reopened = None
-        return
     if status != "running":
         await store.aset_run_status(execution_id, "running")
 
@@ -128,14 +118,6 @@ def taken_run(execution_id: str) -> RunRecord | None:
         return None
     run, lease.run = lease.run, None
     return run
-
-
-def confirm_reopen(execution_id: str) -> None:
-    """Keep the reopening of this drive's lease take: the resume goes on (an interrupt's
-    claim, which writes the run's status itself)."""
-    lease = _current.get()
-    if lease is not None and lease.execution_id == execution_id:
-        lease.reopened = None
 
 
 def ending(execution_id: str) -> dict[str, str]:
@@ -253,13 +235,8 @@ async def hold(
         store.fence(execution_id, owner, if_free=True)
     else:
         try:
-            # A resume: a failed run is set running by the same commit (see mark_running).
             took = await store.aacquire_run_lease(
-                execution_id,
-                owner=owner,
-                lease_seconds=lease_seconds,
-                steal_from=None,
-                reopen_failed=True,
+                execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=None
             )
             if not took.won and took.exists and owner_is_dead(took.previous_owner):
                 took = await store.aacquire_run_lease(
@@ -267,7 +244,6 @@ async def hold(
                     owner=owner,
                     lease_seconds=lease_seconds,
                     steal_from=took.previous_owner,
-                    reopen_failed=True,
                 )
         except BaseException:
             _ACTIVE.discard(owner)
@@ -285,7 +261,7 @@ async def hold(
                 execution_id=execution_id,
             )
         lease.previous_owner = took.previous_owner
-        lease.reopened, lease.run = took.reopened, took.run
+        lease.run = took.run
     token = _current.set(lease)
     heartbeats.add(store, owner, lease_seconds)
     clean = False
@@ -299,9 +275,6 @@ async def hold(
         heartbeats.remove(owner)
         _current.reset(token)
         _ACTIVE.discard(owner)
-        if lease.reopened is not None:  # refused before it ran anything: failed again
-            with contextlib.suppress(StoreError):
-                await store.aundo_reopen(execution_id, owner=owner, reopened=lease.reopened)
         if clean and store.fenced_by(execution_id) == owner:  # not given back by the drive
             with contextlib.suppress(StoreError):
                 await store.arelease_run_lease(execution_id, owner=owner)

@@ -293,7 +293,6 @@ async def claim(
                 execution_id=eid,
                 node_id=cp.node_id,
             )
-    _lease.confirm_reopen(eid)  # the claim set the run running itself
     return _answers(cp, won), owner
 
 

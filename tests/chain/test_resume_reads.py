@@ -1,5 +1,6 @@
-"""What a resume reads and writes before its first node runs: the resumable row in one read
-(``get_resumable``), and a failed run set ``running`` by the lease take's own commit."""
+"""What a resume reads and writes before its first node runs: the run from its lease take, the
+resumable row in one read (``get_resumable``), and a failed run set ``running`` only once the
+resume cannot be refused any more."""
 
 from __future__ import annotations
 
@@ -148,8 +149,8 @@ def test_a_refused_resume_leaves_a_failed_run_failed_with_its_error(store, refus
 
 def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_path):
     """Statement by statement: the lease take (one commit, reading the run), the resumable
-    row and its state chain (one read), then per step one INSERT and no read; the run's end
-    gives the lease back in its own commit."""
+    row and its state chain (one read), the status, then per step one INSERT and no read; the
+    run's end gives the lease back in its own commit."""
     store = tether.SQLiteCheckpointer(str(tmp_path / "t.db"))
     fail_at = {5}
     chain = _failing_chain(store, 8, fail_at, "counted")
@@ -160,8 +161,42 @@ def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_
     assert chain.resume(eid).status == "completed"
     assert statements[:4] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]  # the lease take
     assert statements[4] == "WITH"  # one read: the two newest rows and their state chain
+    # the failed run set running once nothing can refuse the resume any more
+    assert statements[5:8] == ["BEGIN", "UPDATE", "COMMIT"]
     # n5, n6, n7: one INSERT each, a transaction of its own, and no read in between
-    assert statements[5:8] == ["INSERT", "INSERT", "INSERT"]
+    assert statements[8:11] == ["INSERT", "INSERT", "INSERT"]
     # the run's end: its row, its status and the lease given back, in one commit
-    assert statements[8:] == ["BEGIN", "INSERT", "UPDATE", "UPDATE", "COMMIT"]
+    assert statements[11:] == ["BEGIN", "INSERT", "UPDATE", "UPDATE", "COMMIT"]
     store.close()
+
+
+def test_a_resume_that_dies_right_after_its_lease_take_leaves_a_failed_run_failed(
+    store, monkeypatch
+):
+    from tether._faults import SimulatedCrash
+
+    chain = _failing_chain(store, 3, {1}, "dies-after-take")
+    eid = chain.run({"n": 0, "items": []}).execution_id
+    before = store.get_run(eid)
+    took = store.aacquire_run_lease
+
+    async def take_then_die(*args: Any, **kwargs: Any) -> Any:
+        await took(*args, **kwargs)
+        raise SimulatedCrash("killed right after the lease take")
+
+    monkeypatch.setattr(store, "aacquire_run_lease", take_then_die)
+    with pytest.raises(SimulatedCrash):
+        chain.resume(eid)
+    monkeypatch.undo()
+    after = store.get_run(eid)
+    assert (after.status, after.error, after.finished_at) == (
+        "failed",
+        before.error,
+        before.finished_at,
+    )
+    assert after.owner is not None  # the dead drive's lease, taken over below
+    with pytest.raises(AlreadyResumed):  # refused: an answer for a run that is not paused
+        chain.resume(eid, tether.Resume(approved=True))
+    assert store.get_run(eid).status == "failed"
+    chain = _failing_chain(store, 3, set(), "dies-after-take")
+    assert chain.resume(eid).status == "completed"

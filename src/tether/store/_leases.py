@@ -116,9 +116,6 @@ class LeaseTake(NamedTuple):
         won: the caller holds the lease now.
         previous_owner: the run's owner before the take (``None``: free).
         exists: a run with this id exists.
-        reopened: when the take was asked to ``reopen_failed`` and the run was ``failed``:
-            that run's ``(error, finished_at)`` (as stored), which the take cleared while
-            setting the run ``running``; else ``None``.
         run: on success, the run as the take left it (read in the same statement, so a
             resume need not read it again).
     """
@@ -126,7 +123,6 @@ class LeaseTake(NamedTuple):
     won: bool
     previous_owner: str | None
     exists: bool
-    reopened: tuple[Any, Any] | None = None
     run: RunRecord | None = None
 
 
@@ -155,29 +151,13 @@ class LeaseStore(Protocol):
         """Stop fencing the run's commits (no I/O)."""
 
     async def aacquire_run_lease(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        lease_seconds: float,
-        steal_from: str | None,
-        reopen_failed: bool = False,
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> LeaseTake:
         """Take the run's lease if nobody live holds it.
 
         Succeeds when the run has no owner, its lease lapsed, or its owner is ``steal_from``
         (a caller that knows that owner is dead). On success the run is fenced on ``owner``.
-        With ``reopen_failed`` (a resume), a ``failed`` run is set ``running`` in the same
-        commit, saving the resume a commit of its own; :meth:`aundo_reopen` puts it back when
-        the resume is refused.
         """
-
-    async def aundo_reopen(
-        self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]
-    ) -> bool:
-        """Set a run that ``owner``'s take reopened back to ``failed`` with its former
-        ``(error, finished_at)``, if ``owner`` still holds it and it is still ``running``
-        (the resume was refused before it ran anything). Returns whether it did."""
 
     def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
         """Extend every lease ``owner`` holds; the number of runs still held. Called from the

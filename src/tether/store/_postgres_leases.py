@@ -49,28 +49,12 @@ SELECT_LEASE: Final = f"SELECT owner, {_LAPSED} FROM {{schema}}.runs WHERE execu
 # the run row and, when another taker holds that lock, waits for it and re-reads the row as
 # it committed, so of two takers at once the second sees the first as the owner. RETURNING
 # gives the owner before the take (the subquery's), which a plain UPDATE cannot.
-_TAKE: Final = (
-    f"UPDATE {{schema}}.runs r SET owner = %s, lease_expires_at = {_LEASE}, updated_at = now()"
-    "{reopen} "
-    f"FROM (SELECT execution_id, owner AS previous, {_LAPSED} AS lapsed, status, error, "
-    "finished_at FROM {schema}.runs WHERE execution_id = %s FOR UPDATE) old "
-    "WHERE r.execution_id = old.execution_id "
+TAKE_FREE_LEASE: Final = (
+    f"UPDATE {{schema}}.runs r SET owner = %s, lease_expires_at = {_LEASE}, updated_at = now() "
+    f"FROM (SELECT execution_id, owner AS previous, {_LAPSED} AS lapsed FROM {{schema}}.runs "
+    "WHERE execution_id = %s FOR UPDATE) old WHERE r.execution_id = old.execution_id "
     "AND (old.previous IS NULL OR old.previous = %s OR old.previous = %s OR old.lapsed) "
-    "RETURNING old.previous, old.status, old.error, old.finished_at, "
-    + ", ".join(f"r.{c}" for c in _codec.RUN_COLUMNS.split(", "))
-)
-TAKE_FREE_LEASE: Final = _TAKE.replace("{reopen}", "")
-# The same take for a resume: a failed run is set running in the same statement.
-_FAILED: Final = "WHEN old.status = 'failed' THEN"
-TAKE_FREE_LEASE_REOPEN: Final = _TAKE.replace(
-    "{reopen}",
-    f", status = CASE {_FAILED} 'running' ELSE r.status END, "
-    f"error = CASE {_FAILED} NULL ELSE r.error END, "
-    f"finished_at = CASE {_FAILED} NULL ELSE r.finished_at END",
-)
-UNDO_REOPEN: Final = (
-    "UPDATE {schema}.runs SET status = 'failed', error = %s, finished_at = %s, "
-    "updated_at = now() WHERE execution_id = %s AND owner = %s AND status = 'running'"
+    "RETURNING old.previous, " + ", ".join(f"r.{c}" for c in _codec.RUN_COLUMNS.split(", "))
 )
 RENEW_LEASES: Final = f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} WHERE owner = %s"
 RELEASE_LEASE: Final = (
@@ -167,21 +151,19 @@ class PostgresLeases(Fencing):
 
     # --- leases ---------------------------------------------------------------------------
     def _acquire_plan(
-        self, eid: str, owner: str, lease_seconds: float, steal_from: str | None, reopen: bool
+        self, eid: str, owner: str, lease_seconds: float, steal_from: str | None
     ) -> Plan[LeaseTake]:
         # Run outside a transaction: the take is atomic by itself, and the read after a
         # refused take only says who holds the lease (retried if it was freed in between).
-        take = TAKE_FREE_LEASE_REOPEN if reopen else TAKE_FREE_LEASE
         previous: str | None = None
         for _ in range(3):
             took = yield (
-                self._q(take),
+                self._q(TAKE_FREE_LEASE),
                 (owner, lease_seconds, lease_seconds, eid, owner, steal_from),
             )
             if took.rows:
-                previous, status, error, finished_at, *run = took.rows[0]
-                reopened = (error, finished_at) if reopen and status == "failed" else None
-                return LeaseTake(True, previous, True, reopened, _codec.run_from_row(run))
+                previous, *run = took.rows[0]
+                return LeaseTake(True, previous, True, _codec.run_from_row(run))
             held = (yield self._q(SELECT_LEASE), (lease_seconds, eid)).one()
             if held is None:
                 return LeaseTake(False, None, False)
@@ -196,45 +178,21 @@ class PostgresLeases(Fencing):
             self._fences.set(eid, owner)
 
     def acquire_run_lease(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        lease_seconds: float,
-        steal_from: str | None,
-        reopen_failed: bool = False,
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> LeaseTake:
         """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
-        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from, reopen_failed)
+        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
         out = self._db.run("acquire_run_lease", plan, execution_id=execution_id)
         self._took(execution_id, owner, out)
         return out
 
     async def aacquire_run_lease(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        lease_seconds: float,
-        steal_from: str | None,
-        reopen_failed: bool = False,
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> LeaseTake:
-        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from, reopen_failed)
+        plan = self._acquire_plan(execution_id, owner, lease_seconds, steal_from)
         out = await self._db.arun("acquire_run_lease", plan, execution_id=execution_id)
         self._took(execution_id, owner, out)
         return out
-
-    def undo_reopen(self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]) -> bool:
-        """See :meth:`tether.store._leases.LeaseStore.aundo_reopen`."""
-        plan = self._count_plan(UNDO_REOPEN, (*reopened, execution_id, owner))
-        return self._db.run("undo_reopen", plan, execution_id=execution_id) == 1
-
-    async def aundo_reopen(
-        self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]
-    ) -> bool:
-        plan = self._count_plan(UNDO_REOPEN, (*reopened, execution_id, owner))
-        count = await self._db.arun("undo_reopen", plan, execution_id=execution_id)
-        return count == 1
 
     def _count_plan(self, template: str, params: Any) -> Plan[int]:
         return (yield self._q(template), params).rowcount

@@ -41,14 +41,6 @@ SELECT_LEASE: Final = (
 TAKE_LEASE: Final = (
     "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
 )
-TAKE_LEASE_REOPEN: Final = (
-    "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ?, status = 'running', "
-    "error = NULL, finished_at = NULL WHERE execution_id = ?"
-)
-UNDO_REOPEN: Final = (
-    "UPDATE runs SET status = 'failed', error = ?, finished_at = ?, updated_at = ? "
-    "WHERE execution_id = ? AND owner = ? AND status = 'running'"
-)
 RENEW_LEASES: Final = "UPDATE runs SET lease_expires_at = ? WHERE owner = ?"
 RELEASE_LEASE: Final = (
     "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
@@ -120,13 +112,7 @@ class SQLiteLeases(Fencing):
 
     # --- leases ---------------------------------------------------------------------------
     def acquire_run_lease(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        lease_seconds: float,
-        steal_from: str | None,
-        reopen_failed: bool = False,
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> LeaseTake:
         """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
         now = time.time()
@@ -138,23 +124,12 @@ class SQLiteLeases(Fencing):
             previous = run.owner
             if previous is not None and previous not in (owner, steal_from) and expires >= now:
                 return LeaseTake(False, previous, True)
-            reopened = (run.error, row[12]) if reopen_failed and run.status == "failed" else None
-            take = TAKE_LEASE if reopened is None else TAKE_LEASE_REOPEN
-            conn.execute(take, (owner, now + lease_seconds, now, execution_id))
+            conn.execute(TAKE_LEASE, (owner, now + lease_seconds, now, execution_id))
         self._drop_head(execution_id)
         self._fences.set(execution_id, owner)
         run.owner, run.lease_expires_at = owner, _codec.ts_to_dt(now + lease_seconds)
         run.updated_at = _codec.ts_to_dt(now)
-        if reopened is not None:
-            run.status, run.error, run.finished_at = "running", None, None
-        return LeaseTake(True, previous, True, reopened, run)
-
-    def undo_reopen(self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]) -> bool:
-        """See :meth:`tether.store._leases.LeaseStore.aundo_reopen`."""
-        error, finished_at = reopened
-        with self._write() as conn:
-            cur = conn.execute(UNDO_REOPEN, (error, finished_at, time.time(), execution_id, owner))
-            return cur.rowcount == 1
+        return LeaseTake(True, previous, True, run)
 
     def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
         """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
@@ -242,26 +217,11 @@ class SQLiteLeases(Fencing):
 
     # --- async twins (inline: SQLite calls are short local I/O) ---------------------------
     async def aacquire_run_lease(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        lease_seconds: float,
-        steal_from: str | None,
-        reopen_failed: bool = False,
+        self, execution_id: str, *, owner: str, lease_seconds: float, steal_from: str | None
     ) -> LeaseTake:
         return self.acquire_run_lease(
-            execution_id,
-            owner=owner,
-            lease_seconds=lease_seconds,
-            steal_from=steal_from,
-            reopen_failed=reopen_failed,
+            execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=steal_from
         )
-
-    async def aundo_reopen(
-        self, execution_id: str, *, owner: str, reopened: tuple[Any, Any]
-    ) -> bool:
-        return self.undo_reopen(execution_id, owner=owner, reopened=reopened)
 
     async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
         return self.renew_run_leases(owner, lease_seconds=lease_seconds)
