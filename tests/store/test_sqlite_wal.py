@@ -63,6 +63,18 @@ def test_options_are_checked():
             SQLiteCheckpointer(":memory:", wal_checkpoint_pages=bad)  # type: ignore[arg-type]
 
 
+def test_background_checkpoints_are_the_default_under_normal_and_inline_under_full(tmp_path):
+    normal = SQLiteCheckpointer(tmp_path / "n.db")
+    full = SQLiteCheckpointer(tmp_path / "f.db", synchronous="FULL")
+    chosen = SQLiteCheckpointer(tmp_path / "c.db", synchronous="FULL", wal_checkpoint="background")
+    try:
+        assert (normal.wal_checkpoint, full.wal_checkpoint) == ("background", "inline")
+        assert normal._wal is not None and full._wal is None and chosen._wal is not None
+    finally:
+        for store in (normal, full, chosen):
+            store.close()
+
+
 def test_memory_store_has_no_checkpoint_thread():
     store = SQLiteCheckpointer(":memory:")
     assert chunks_chain(store, steps=300).run({}).status == "completed"

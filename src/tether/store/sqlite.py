@@ -9,10 +9,10 @@ Durability: ``synchronous="NORMAL"`` (the default under WAL) survives a process 
 loss or OS crash may lose the last few commits. ``synchronous="FULL"`` survives those too at
 about ten times the cost per commit.
 
-WAL checkpoints: by default a background thread per store copies the WAL back into the
-database file (``wal_checkpoint="background"``, see :mod:`._sqlite_wal`), so no step pays for
-it; ``"inline"`` leaves it to SQLite's auto-checkpoint inside the COMMIT that crosses the
-threshold.
+WAL checkpoints: under ``NORMAL`` a background thread per store copies the WAL back into
+the database file (``wal_checkpoint="background"``, see :mod:`._sqlite_wal`), so no step pays
+for it; ``"inline"`` (the default under ``FULL``) leaves it to SQLite's auto-checkpoint inside
+the COMMIT that crosses the threshold.
 """
 
 from __future__ import annotations
@@ -235,13 +235,16 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             survives power loss). Source: SQLite's WAL documentation.
         busy_timeout_seconds: how long a writer waits for another process's write lock before
             :class:`~tether.errors.StoreUnavailableError` is raised.
-        wal_checkpoint: who copies the WAL back into the database file. ``"background"``
-            (default): a daemon thread of this store, with its own connection, runs a PASSIVE
-            checkpoint (which blocks no reader or writer) each time the WAL has grown by about
+        wal_checkpoint: who copies the WAL back into the database file. ``"background"``:
+            a daemon thread of this store, with its own connection, runs a PASSIVE checkpoint
+            (which blocks no reader or writer) each time the WAL has grown by about
             ``wal_checkpoint_pages`` pages; SQLite's auto-checkpoint stays on at
             ``4 * wal_checkpoint_pages`` pages as a safety net. ``"inline"``: SQLite's
             auto-checkpoint at ``wal_checkpoint_pages`` pages, run inside the COMMIT of the
-            step that crosses it. Durability is the same either way. Ignored for
+            step that crosses it. Default (``None``): ``"background"`` under ``NORMAL``,
+            ``"inline"`` under ``FULL``, where the WAL file growing past its inline size makes
+            every commit's sync also write the file's new size (resume measured ~25% slower;
+            ``docs/storage.md``). Durability is the same either way. Ignored for
             ``":memory:"``, which has no WAL.
         wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
             that triggers a checkpoint; default 1000, SQLite's own default.
@@ -259,11 +262,13 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_seconds: float = 30.0,
-        wal_checkpoint: Literal["background", "inline"] = "background",
+        wal_checkpoint: Literal["background", "inline"] | None = None,
         wal_checkpoint_pages: int = 1000,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if wal_checkpoint is None:
+            wal_checkpoint = "background" if synchronous == "NORMAL" else "inline"
         if wal_checkpoint not in ("background", "inline"):
             raise ConfigurationError(
                 f"wal_checkpoint must be 'background' or 'inline', got {wal_checkpoint!r}"
