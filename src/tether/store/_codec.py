@@ -660,14 +660,15 @@ def checkpoints_from_rows(
 
 def resume_window(
     window: Sequence[Sequence[Any]],
-) -> tuple[Sequence[Sequence[Any]], Sequence[Sequence[Any]]] | None:
+) -> tuple[list[Sequence[Any]], list[tuple[int, str, bytes]] | None]:
     """Split the rows of ``SELECT_RESUME_WINDOW`` (a run's rows in seq order, from the full
     snapshot under its two newest rows up to its newest) into the arguments of
-    :func:`resume_point`; ``None`` when the two newest rows are both run-end markers (the row
-    to resume lies further back)."""
+    :func:`resume_point`: ``(rows, chain)``, the two newest rows and the state chain. The chain
+    is ``None`` when both rows are run-end markers: the row to resume lies further back, and
+    the caller adds it to ``rows`` and reads the chain from under it."""
     rows = list(window[-2:])
     if len(rows) == 2 and rows[0][5] == "run_end" and rows[1][5] == "run_end":
-        return None
+        return rows, None
     return rows, [(r[2], r[7], r[8]) for r in window]
 
 

@@ -625,18 +625,17 @@ class PostgresCheckpointer(PostgresLeases):
         window = (yield self._q(q.SELECT_RESUME_WINDOW), (execution_id, execution_id)).rows
         if not window:
             return None, None, None
-        split = _codec.resume_window(window)
-        if split is None:  # run-end markers one after another
-            rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
-            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[1][2])).rows
-            bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
-            split = rows, (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
-        return _codec.resume_point(*split)
+        rows, chain = _codec.resume_window(window)
+        if chain is None:  # run-end markers one after another
+            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[0][2])).rows
+            bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
+            chain = (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
+        return _codec.resume_point(rows, chain)
 
     def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
         """The row a resume re-enters: the run's newest row that is not a run-end marker,
         with its full state, read with the newest row in one round trip (the rows from the
-        snapshot under the two newest up to the newest; three more when both are run-end
+        snapshot under the two newest up to the newest; two more when both are run-end
         markers). Also refreshes the writer's head, as :meth:`get_last` does.
 
         Returns:

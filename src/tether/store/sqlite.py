@@ -154,15 +154,14 @@ SELECT_LAST_PATH: Final = (
 )
 # What resume reads, in one statement: the rows from the full snapshot under the run's two
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
-# When both are run-end markers: the two newest rows, the newest row before them that is not
-# one, then its state chain.
+# When both are run-end markers: the newest row before them that is not one, then the state
+# chain from under it.
 SELECT_RESUME_WINDOW: Final = (
     f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
     "ORDER BY seq DESC LIMIT 2) "
     f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
     "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
 )
-SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -679,13 +678,12 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
             if not window:
                 return None, None
-            split = _codec.resume_window(window)
-            if split is None:  # run-end markers one after another
-                rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[1][2])).fetchall()
-                bounds = (execution_id, min(r[9] for r in rows), max(r[2] for r in rows))
-                split = rows, conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
-        cp, ended, head = _codec.resume_point(*split)
+            rows, chain = _codec.resume_window(window)
+            if chain is None:  # run-end markers one after another
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[0][2])).fetchall()
+                bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
+                chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+        cp, ended, head = _codec.resume_point(rows, chain)
         self._heads.set(execution_id, head)
         return cp, ended
 
