@@ -99,6 +99,13 @@ class WalCheckpointer:
         self._halt = threading.Event()
         self._pid = os.getpid()
 
+    def committed(self) -> None:
+        """Count one of this store's commits; every ``every`` commits, wake the thread (a
+        writer's whole part, outside any lock)."""
+        self.total += 1
+        if self.total >= self.next_at:
+            self.signal()
+
     def signal(self) -> None:
         """Wake the thread (starting it if needed); a writer calls this every ``every``
         commits."""

@@ -345,9 +345,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         with _NO_GATE if wal is None else wal.gate, self._write_locked() as conn:
             yield conn
         if wal is not None:
-            wal.total += 1
-            if wal.total >= wal.next_at:
-                wal.signal()
+            wal.committed()
 
     @contextmanager
     def _write_locked(self) -> Iterator[sqlite3.Connection]:
@@ -560,9 +558,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     raise _translate(exc, self.path) from exc
                 self._heads.set(checkpoint.execution_id, head)
                 if wal is not None:
-                    wal.total += 1
-                    if wal.total >= wal.next_at:
-                        wal.signal()
+                    wal.committed()
                 return checkpoint
         with self._write() as conn:
             if release_claim_of is not None:
