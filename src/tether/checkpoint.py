@@ -136,31 +136,25 @@ def latest_resumable(
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
     """
+    cp: Checkpoint | None
     fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
     if fast is not None:  # the bundled stores: one read
         cp, ended = fast(execution_id)
-        if cp is None and ended is None:
-            _assert_run(store, execution_id)
-        if ended == "completed":
-            raise AlreadyResumed(
-                f"run {execution_id!r} already completed; fork it to branch a new run",
-                execution_id=execution_id,
+    else:
+        cp = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
+        ended = cp.status if cp is not None and cp.is_run_end else None
+        while cp is not None and cp.is_run_end:
+            cp = store.get_last(
+                execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
             )
-        return cp  # type: ignore[no-any-return]
-    last = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
-    if last is None:
+    if cp is None and ended is None:
         _assert_run(store, execution_id)
-        return None
-    if last.is_run_end and last.status == "completed":
+    if ended == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",
             execution_id=execution_id,
         )
-    while last is not None and last.is_run_end:
-        last = store.get_last(
-            execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
-        )
-    return last
+    return cp
 
 
 def latest_forkable(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -344,16 +345,31 @@ def test_delta_storage_is_linear_for_an_append_only_list(store):
     assert rows[57].state_snapshot["items"] == items[:58]
 
 
-def test_latest_resumable_and_forkable_step_over_the_tombstone(store):
+class _GetLastOnly:
+    """A store offering only the protocol's reads (no ``get_resumable``), as another
+    implementation of ``Checkpointer`` would: ``latest_resumable`` walks back with
+    ``get_last``."""
+
+    def __init__(self, store: Any) -> None:
+        self.get_last, self.get_run = store.get_last, store.get_run
+
+
+@pytest.mark.parametrize("reader", ["get_resumable", "get_last"])
+def test_latest_resumable_and_forkable_step_over_the_tombstone(store, reader):
+    plain = store if reader == "get_resumable" else _GetLastOnly(store)
     eid = _run(store)
     store.put(_cp(eid, "a", {"v": 1}))
     store.put(_cp(eid, "run_end", {"v": 1}, step_type="run_end", status="failed"))
-    assert latest_resumable(store, eid).node_id == "a"
+    store.put(_cp(eid, "run_end", {"v": 1}, step_type="run_end", status="failed"))
+    assert latest_resumable(plain, eid).node_id == "a"
     assert latest_forkable(store, eid).node_id == "a"
     store.put(_cp(eid, "b", {"v": 2}))
     store.put(_cp(eid, "run_end", {"v": 2}, step_type="run_end"))
     with pytest.raises(AlreadyResumed):
-        latest_resumable(store, eid)
+        latest_resumable(plain, eid)
     assert latest_forkable(store, eid).node_id == "b"
     with pytest.raises(RunNotFoundError):
-        latest_resumable(store, "nope")
+        latest_resumable(plain, "nope")
+    only_markers = _run(store, "run-2")
+    store.put(_cp(only_markers, "run_end", {}, step_type="run_end", status="failed"))
+    assert latest_resumable(plain, only_markers) is None
