@@ -200,3 +200,16 @@ def test_a_resume_that_dies_right_after_its_lease_take_leaves_a_failed_run_faile
     assert store.get_run(eid).status == "failed"
     chain = _failing_chain(store, 3, set(), "dies-after-take")
     assert chain.resume(eid).status == "completed"
+
+
+def test_a_store_without_get_resumable_is_walked_back_with_get_last(store, monkeypatch):
+    monkeypatch.setattr(store, "aget_resumable", None)  # as a store that lacks it
+    fail_at = {3}
+    chain = _failing_chain(store, 5, fail_at, "walked")
+    eid = chain.run({"n": 0, "items": []}).execution_id
+    chain.resume(eid)  # fails at n3 again: two markers in a row
+    fail_at.clear()
+    done = chain.resume(eid)
+    assert done.status == "completed" and done.output["n"] == 5
+    with pytest.raises(AlreadyResumed, match="already completed"):
+        chain.resume(eid)
