@@ -74,16 +74,24 @@ def test_resume_with_a_value_that_is_not_a_resume_is_refused_and_the_run_stays_p
     assert chain.resume(eid, Resume(True)).output == {"a": 1, "b": True}
 
 
-@pytest.mark.parametrize("column", ["state", "node_input", "iteration_counters"])
+@pytest.mark.parametrize(
+    ("column", "damage"),
+    [
+        ("state", b"{not json"),
+        ("state", b"x\x9c a zlib header and no deflate stream"),  # compressed rows start so
+        ("node_input", b"{not json"),
+        ("iteration_counters", b"{not json"),
+    ],
+)
 def test_a_checkpoint_with_corrupt_json_is_a_corrupt_record_error_and_other_rows_survive(
-    store: Any, column: str
+    store: Any, column: str, damage: bytes
 ) -> None:
     chain = paused_chain(store)
     eid = chain.run({}).execution_id
     sql = raw_sql(store)
     sql(
         f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2",
-        (b"{not json", eid),
+        (damage, eid),
     )
     before = counts(store)
     with pytest.raises(CorruptRecordError):

@@ -59,7 +59,7 @@ def test_disk_full_mid_run_is_a_store_error_commits_nothing_half_and_resumes_onc
 ) -> None:
     db = small_disk / "tether.db"
     filler = small_disk / "filler"
-    filler.write_bytes(b"\0" * (3 * 1024 * 1024))  # leave less than the run needs
+    filler.write_bytes(b"\0" * (3584 * 1024))  # leave less than the run needs (compressed)
     store = SQLiteCheckpointer(db)
     chain = growing_chain(store)
     with pytest.raises(StoreError) as info:

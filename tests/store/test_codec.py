@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import orjson
 import pytest
 
@@ -236,3 +238,127 @@ def test_a_reference_the_rows_state_does_not_hold_is_a_corrupt_row(store):
         store.list("run-1")
     with pytest.raises(CorruptRecordError, match=last.checkpoint_id):
         store.get_last("run-1")
+
+
+# --- compressed state payloads ------------------------------------------------------------
+
+
+_PROSE = (
+    "The reviewer read the refund request, checked the order history and the carrier's "
+    "tracking page, and asked the customer for a photo of the damaged parcel. "
+)
+
+
+def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_tenth():
+    payload = orjson.dumps({"notes": _PROSE * 8})
+    packed = _codec.compress_state(payload, 512)
+    assert packed[:1] == _codec.ZLIB_MARK and len(packed) * 2 < len(payload)
+    assert _codec.apply_row({}, "full", packed) == orjson.loads(payload)
+    short = payload[:511]
+    assert _codec.compress_state(short, 512) is short  # under the threshold
+    assert _codec.compress_state(payload, None) is payload  # compression off
+    noise = b"{" + random.Random(7).randbytes(700)  # deflate cannot shrink it by a tenth
+    assert _codec.compress_state(noise, 512) is noise
+
+
+def test_a_delta_payload_is_compressed_and_applies_like_the_plain_one():
+    keys = _codec.encode_keys({"log": [_PROSE * 3]})
+    _, full, head = _codec.encode_state(None, keys)
+    grown = _codec.encode_keys({"log": [_PROSE * 3, _PROSE * 5]})
+    kind, delta, _ = _codec.encode_state(head, grown)
+    assert kind == "delta"
+    packed = _codec.compress_state(delta, 512)
+    assert packed[:1] == _codec.ZLIB_MARK
+    start = _codec.apply_row({}, "full", full)
+    assert _codec.apply_row(start, "delta", packed) == _codec.apply_row(start, "delta", delta)
+
+
+@pytest.mark.parametrize(
+    "payload", [b"x\x9c" + b"\x00" * 40, b"xnot a zlib stream", b"x\x01" + bytes(20)]
+)
+def test_a_payload_that_claims_zlib_and_is_not_is_a_corrupt_record(payload):
+    with pytest.raises(CorruptRecordError, match="zlib"):
+        _codec.apply_row({}, "full", payload)
+
+
+def test_compressed_json_that_is_not_an_object_is_a_corrupt_record():
+    import zlib
+
+    with pytest.raises(CorruptRecordError, match="not a JSON object"):
+        _codec.apply_row({}, "full", zlib.compress(b"[" + b"1, 2, 3, " * 100 + b"4]"))
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "512"])
+def test_compress_state_min_bytes_must_be_a_positive_integer_or_none(bad, tmp_path):
+    from tether import ConfigurationError, SQLiteCheckpointer
+
+    with pytest.raises(ConfigurationError, match="compress_state_min_bytes"):
+        SQLiteCheckpointer(tmp_path / "t.db", compress_state_min_bytes=bad)
+    with pytest.raises(ConfigurationError, match="compress_state_min_bytes"):
+        from tether.store.postgres import PostgresCheckpointer
+
+        PostgresCheckpointer("postgresql://nobody@127.0.0.1:1/none", compress_state_min_bytes=bad)
+
+
+def _reopen(store, **options):  # type: ignore[no-untyped-def]
+    """Another checkpointer on the same database as ``store``."""
+    if hasattr(store, "schema"):
+        from tests.conftest import PG_DSN
+        from tether.store.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(PG_DSN, schema=store.schema, **options)
+    from tether import SQLiteCheckpointer
+
+    return SQLiteCheckpointer(store.path, **options)
+
+
+def _put_note(store, eid: str, notes: list[str], n: int) -> None:
+    store.put(
+        Checkpoint(
+            execution_id=eid,
+            node_id=f"n{n}",
+            step_type="node",
+            status="completed",
+            state_snapshot={"notes": notes, "n": n},
+        )
+    )
+
+
+def test_large_state_rows_are_stored_compressed_and_read_back_exactly(store):
+    eid = "run-z"
+    store.create_run(RunRecord(eid, "chain-z", "chain"))
+    notes: list[str] = []
+    for n in range(6):
+        notes = [*notes, f"{n}: " + _PROSE * (n % 3 + 4)]
+        _put_note(store, eid, notes, n)
+    _put_note(store, eid, [*notes], 6)  # a delta of a few bytes stays plain JSON
+    stored = _raw_sql(store, "SELECT seq, state_kind, state FROM {t} ORDER BY seq")
+    marks = [(kind, bytes(state[:1])) for _, kind, state in stored]
+    assert marks[:6] == [("full", b"x")] + [("delta", b"x")] * 5
+    assert marks[6] == ("delta", b"{")
+    plain = sum(len(orjson.dumps(note)) for note in notes)
+    assert sum(len(state) for _, _, state in stored) * 3 < plain  # prose: well under a third
+    rows = store.list(eid)
+    assert [cp.state_snapshot["notes"] for cp in rows] == [notes[: i + 1] for i in range(6)] + [
+        notes
+    ]
+    assert store.get_last(eid).state_snapshot == {"notes": notes, "n": 6}
+    third = rows[2]
+    assert store.get_checkpoint(eid, third.checkpoint_id).state_snapshot == third.state_snapshot
+
+
+def test_a_store_with_compression_off_writes_plain_json_and_reads_compressed_rows(store):
+    eid = "run-mixed"
+    store.create_run(RunRecord(eid, "chain-z", "chain"))
+    notes = [_PROSE * 4]
+    _put_note(store, eid, notes, 0)
+    plain_store = _reopen(store, compress_state_min_bytes=None)
+    try:
+        notes = [*notes, _PROSE * 5]
+        _put_note(plain_store, eid, notes, 1)
+        assert plain_store.get_last(eid).state_snapshot == {"notes": notes, "n": 1}
+        assert [cp.state_snapshot["notes"] for cp in plain_store.list(eid)] == [notes[:1], notes]
+    finally:
+        plain_store.close()
+    stored = _raw_sql(store, "SELECT state FROM {t} ORDER BY seq")
+    assert [bytes(state[:1]) for (state,) in stored] == [b"x", b"{"]

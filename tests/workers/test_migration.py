@@ -122,7 +122,7 @@ def test_a_version_2_sqlite_file_migrates_to_3_without_the_checkpoint_id_key(tmp
     monkeypatch.undo()
 
     store = tether.SQLiteCheckpointer(path)
-    assert store.schema_version() == 3
+    assert store.schema_version() == SCHEMA_VERSION
     _assert_carried_over(store, eid, before)
     store.close()
     conn = sqlite3.connect(path)
@@ -149,7 +149,7 @@ def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key
 
     store = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
     try:
-        assert store.schema_version() == 3
+        assert store.schema_version() == PG_SCHEMA_VERSION
         _assert_carried_over(store, eid, before)
     finally:
         store.close()
@@ -159,3 +159,55 @@ def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key
             (pg_schema,),
         ).fetchall()
     assert indexes == [("checkpoints_run_seq_idx",)]
+
+
+_LONG = "a sentence long enough that the state payload crosses the compression threshold. " * 12
+
+
+def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: int | None):  # type: ignore[no-untyped-def]
+    """A store of ``kind`` on ``where``, as a tether whose schema is ``version`` would open it
+    (``None``: this tether)."""
+    import tether.store._postgres_sql as pg_sql
+    import tether.store.sqlite as sqlite_store
+
+    if version is not None:
+        monkeypatch.setattr(sqlite_store, "SCHEMA_VERSION", version)
+        monkeypatch.setattr(pg_sql, "SCHEMA_VERSION", version)
+    try:
+        if kind == "sqlite":
+            return tether.SQLiteCheckpointer(where)
+        store = tether.PostgresCheckpointer(PG_DSN, schema=where)
+        store.setup()  # Postgres migrates on first use: now, while the version is patched
+        return store
+    finally:
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compressed_rows(
+    kind, tmp_path, monkeypatch, request
+):
+    where = str(tmp_path / "v3.db") if kind == "sqlite" else request.getfixturevalue("pg_schema")
+    old = _open_at(kind, where, monkeypatch, 3)
+    chain = Chain("notes", old)
+    chain.add_node("a", lambda s: {"notes": [_LONG]})
+    first = chain.run({}).execution_id
+    before = old.list(first)
+    assert old.schema_version() == 3
+    old.close()
+
+    store = _open_at(kind, where, monkeypatch, None)
+    try:
+        assert store.schema_version() == 4
+        assert [cp.state_snapshot for cp in store.list(first)] == [
+            cp.state_snapshot for cp in before
+        ]
+        chain = Chain("notes", store)
+        chain.add_node("a", lambda s: {"notes": [_LONG, _LONG.upper()]})
+        second = chain.run({}).execution_id
+        assert store.get_last(second).state_snapshot["notes"][1] == _LONG.upper()
+    finally:
+        store.close()
+    with pytest.raises(tether.errors.SchemaVersionError) as refused:
+        _open_at(kind, where, monkeypatch, 3)
+    assert refused.value.found == 4 and refused.value.supported == 3

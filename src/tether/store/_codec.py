@@ -22,6 +22,11 @@ of its history) is stored once: in the state, with ``node_input`` holding a refe
 ``{"__tether__": "ref", "v": ["messages", 7, "tool_calls", 0, "arguments"]}``, the path into the
 row's materialized state. Readers resolve it (:func:`checkpoint_from_row`), so every API hands
 back ``node_input`` exactly as written.
+
+A row's state payload of at least ``compress_min_bytes`` (:data:`COMPRESS_MIN_BYTES` unless the
+store says otherwise) is stored as a zlib stream (RFC 1950, level 1) when that saves at least a
+tenth of it. Readers tell the two apart by the first byte: a JSON payload is an object (``{``),
+a zlib stream with deflate's 32 KB window starts with ``x`` (0x78).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +56,9 @@ HEAD_CACHE_RUNS: Final = 256  # each head holds its run's encoded state
 REF_TAG: Final = "ref"  # envelope tag of a node_input value stored in the row's state
 REF_SCAN_ITEMS: Final = 8  # newest items of each state list searched for node_input values
 REF_SCAN_VALUES: Final = 1024  # values looked at, at most, per row in that search
+COMPRESS_MIN_BYTES: Final = 512  # state payloads this long or longer are stored compressed
+COMPRESS_LEVEL: Final = 1  # zlib's fastest: output 1-10% above level 6 on prose, up to 2x as fast
+ZLIB_MARK: Final = b"x"  # first byte of every zlib stream with a 32 KB window (CMF 0x78)
 _REF_MARK: Final = b'{"' + serde.TAG.encode() + b'":"' + REF_TAG.encode() + b'"'
 
 CHECKPOINT_COLUMNS: Final = (
@@ -308,8 +317,40 @@ def replay_state(rows: list[tuple[int, str, bytes]]) -> dict[str, Any]:
     return cur
 
 
+def compress_state(payload: bytes, min_bytes: int | None) -> bytes:
+    """``payload`` as stored: zlib-compressed when it is at least ``min_bytes`` long (``None``:
+    never) and that saves at least a tenth of it, else as it is."""
+    if min_bytes is None or len(payload) < min_bytes:
+        return payload
+    packed = zlib.compress(payload, COMPRESS_LEVEL)
+    return packed if len(packed) * 10 <= len(payload) * 9 else payload
+
+
+def check_compress_min_bytes(value: Any) -> int | None:
+    """Validate a store's ``compress_state_min_bytes`` option.
+
+    Raises:
+        ConfigurationError: not ``None`` nor a positive integer.
+    """
+    if value is None or (type(value) is int and value >= 1):
+        return value
+    raise ConfigurationError(
+        f"compress_state_min_bytes must be a positive integer or None, got {value!r}"
+    )
+
+
 def apply_row(cur: dict[str, Any], kind: str, payload: bytes) -> dict[str, Any]:
-    """Apply one stored row to a raw state; returns a new dict (lists are never mutated)."""
+    """Apply one stored row to a raw state; returns a new dict (lists are never mutated).
+
+    Raises:
+        CorruptRecordError: the payload is neither JSON nor a zlib stream of JSON, or does not
+            fit the state it applies to.
+    """
+    if payload[:1] == ZLIB_MARK:
+        try:
+            payload = zlib.decompress(payload)
+        except zlib.error as exc:
+            raise CorruptRecordError(f"stored state is not a valid zlib stream: {exc}") from exc
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
@@ -597,10 +638,15 @@ def load_node_input(data: Any, state: dict[str, Any], row: Any) -> Any:
 
 
 def checkpoint_params(
-    cp: Checkpoint, head: Head | None, *, force_full: bool = False
+    cp: Checkpoint,
+    head: Head | None,
+    *,
+    force_full: bool = False,
+    compress_min_bytes: int | None = COMPRESS_MIN_BYTES,
 ) -> tuple[tuple[Any, ...], Head]:
     """The column values of ``cp`` in :data:`CHECKPOINT_COLUMNS` order, without ``created_at``
-    (each backend stamps its own clock), and the writer head after it.
+    (each backend stamps its own clock), and the writer head after it. The state payload is
+    compressed per :func:`compress_state` with ``compress_min_bytes``.
 
     Assigns ``cp.seq`` and, when empty, ``cp.checkpoint_id``. Encodes everything before the
     caller writes, so a value JSON cannot store fails with nothing written.
@@ -624,7 +670,7 @@ def checkpoint_params(
         cp.step_type,
         cp.status,
         kind,
-        payload,
+        compress_state(payload, compress_min_bytes),
         new_head.base_seq,
         node_input,
         node_output,

@@ -13,7 +13,7 @@ from typing import Final
 from . import _codec
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -81,6 +81,9 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # v3: checkpoint_id is no longer the primary key: its index cost every step an insert at
     # a random place of a third B-tree; a checkpoint is found by id within its run.
     3: ("ALTER TABLE {schema}.checkpoints DROP CONSTRAINT checkpoints_pkey",),
+    # v4: a state payload may be a zlib stream (_codec.compress_state). No table changes: the
+    # version is recorded so that an older tether refuses these rows instead of misreading them.
+    4: (),
 }
 
 LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(%s)"

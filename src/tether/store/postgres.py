@@ -92,6 +92,9 @@ class PostgresCheckpointer(PostgresLeases):
             server to accept one) before :class:`~tether.errors.StoreUnavailableError`.
         connect_timeout_seconds: libpq's ``connect_timeout`` for each new connection, unless
             the DSN sets one.
+        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
+            least this many bytes is stored zlib-compressed when that saves at least a tenth
+            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
         **connect_kwargs: further libpq / psycopg connection parameters (``sslmode``,
             ``application_name``...), overriding the DSN.
 
@@ -104,7 +107,8 @@ class PostgresCheckpointer(PostgresLeases):
     :class:`~tether.errors.CorruptRecordError` when tables or rows are not what tether wrote.
 
     Raises:
-        ConfigurationError: a malformed DSN, schema name or pool size.
+        ConfigurationError: a malformed DSN, schema name or pool size, or
+            ``compress_state_min_bytes`` neither ``None`` nor a positive integer.
     """
 
     def __init__(
@@ -116,6 +120,7 @@ class PostgresCheckpointer(PostgresLeases):
         max_size: int = 10,
         timeout_seconds: float = 30.0,
         connect_timeout_seconds: float = 10.0,
+        compress_state_min_bytes: int | None = _codec.COMPRESS_MIN_BYTES,
         **connect_kwargs: Any,
     ) -> None:
         if (
@@ -131,6 +136,7 @@ class PostgresCheckpointer(PostgresLeases):
             raise ConfigurationError(
                 f"need 0 <= min_size <= max_size and max_size >= 1, got {min_size}, {max_size}"
             )
+        self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
         pool: ConnectionPool[Any] | None = None
         if isinstance(dsn_or_pool, ConnectionPool):
             pool = dsn_or_pool
@@ -397,7 +403,9 @@ class PostgresCheckpointer(PostgresLeases):
         is given, and giving ``release_lease_of``'s lease back with it); ``final`` when it is
         the plan's last statement (see :func:`last`)."""
         head = yield from self._head_plan(cp.execution_id)
-        params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
+        params, new_head = _codec.checkpoint_params(
+            cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
+        )
         try:
             stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
             res: Result = yield last(*stmt) if final else stmt

@@ -48,7 +48,7 @@ from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, S
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -129,6 +129,9 @@ MIGRATIONS[3] = (
     "ALTER TABLE checkpoints_v3 RENAME TO checkpoints",
     "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
 )
+# v4: a state payload may be a zlib stream (_codec.compress_state). No table changes: the
+# version is recorded so that an older tether refuses these rows instead of misreading them.
+MIGRATIONS[4] = ()
 
 CREATE_SCHEMA_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
@@ -247,10 +250,14 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             ``":memory:"``, which has no WAL.
         wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
             that triggers a checkpoint; default 1000, SQLite's own default.
+        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
+            least this many bytes is stored zlib-compressed when that saves at least a tenth
+            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
 
     Raises:
-        ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``, or
-            ``wal_checkpoint_pages`` not a positive integer.
+        ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
+            ``wal_checkpoint_pages`` not a positive integer, or ``compress_state_min_bytes``
+            neither ``None`` nor a positive integer.
         SchemaVersionError: the file was written by a newer tether.
         StoreUnavailableError: the file cannot be opened or is not a SQLite database.
     """
@@ -263,6 +270,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         busy_timeout_seconds: float = 30.0,
         wal_checkpoint: Literal["background", "inline"] | None = None,
         wal_checkpoint_pages: int = 1000,
+        compress_state_min_bytes: int | None = _codec.COMPRESS_MIN_BYTES,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
@@ -285,6 +293,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         self.busy_timeout_seconds = busy_timeout_seconds
         self.wal_checkpoint = wal_checkpoint
         self.wal_checkpoint_pages = wal_checkpoint_pages
+        self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
         # The background checkpointer, None inline or without a WAL (``:memory:``).
         self._wal: WalCheckpointer | None = None
         if wal_checkpoint == "background" and self.path != ":memory:":
@@ -507,7 +516,9 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         the writer head after it."""
         if head is None:
             head = self._head(conn, cp.execution_id)
-        params, new_head = _codec.checkpoint_params(cp, head, force_full=force_full)
+        params, new_head = _codec.checkpoint_params(
+            cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
+        )
         now = _now()
         cp.created_at = _dt.datetime.fromtimestamp(now, _dt.UTC)
         try:
