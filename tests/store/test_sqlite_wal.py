@@ -43,16 +43,18 @@ def _wait(predicate, what: str, timeout: float = 20.0) -> None:
 
 
 def _rows_in_main_file(path, tmp_path) -> int:
-    """Checkpoint rows in the database file alone, without its WAL."""
-    copy = tmp_path / "main-only.db"
+    """Checkpoint rows in the database file alone, without its WAL: a copy opened immutable
+    (SQLite then makes no -wal or -shm of its own for it)."""
+    copy = tmp_path / f"main-only-{time.monotonic_ns()}.db"
     shutil.copyfile(path, copy)
-    conn = sqlite3.connect(copy)
+    conn = sqlite3.connect(f"file:{copy}?immutable=1", uri=True)
     try:
         return int(conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()[0])
-    except sqlite3.OperationalError:  # the schema itself is still only in the WAL
-        return 0
+    except sqlite3.DatabaseError:  # the schema is still only in the WAL, or the copy caught
+        return 0  # a checkpoint writing the file (torn): the caller asks again
     finally:
         conn.close()
+        copy.unlink()
 
 
 def test_options_are_checked():
@@ -83,14 +85,15 @@ def test_memory_store_has_no_checkpoint_thread():
 
 
 def test_the_wal_stays_bounded_over_a_long_run(tmp_path):
-    """3,000 steps of 1 KB write about 4 WAL frames each: 12,000+ frames (50 MB) unchecked.
+    """3,000 steps of 1 KB (stored uncompressed) write about 3 WAL frames each: 8,000+ frames
+    (34 MB) unchecked.
 
     Bound: the connections' auto-checkpoint fires at SAFETY_NET_FACTOR * pages frames; it gives
     up while the thread holds the checkpoint lock, so allow one more background interval
     (``pages`` frames) of commits on top: 5,000 frames, 20.6 MB."""
     path = tmp_path / "t.db"
     pages = 1000
-    store = SQLiteCheckpointer(path, wal_checkpoint_pages=pages)
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=pages, compress_state_min_bytes=None)
     biggest = [0.0]
 
     def sample() -> None:
@@ -106,8 +109,8 @@ def test_the_wal_stays_bounded_over_a_long_run(tmp_path):
 
 
 def test_checkpoints_run_on_the_thread_while_no_step_runs(tmp_path):
-    """The rows reach the database file itself, copied by the store's thread, though no step
-    runs and the WAL never came near the auto-checkpoint threshold."""
+    """The rows reach the database file itself, copied by the store's thread, though the WAL
+    never came near the auto-checkpoint threshold."""
     path = tmp_path / "t.db"
     store = SQLiteCheckpointer(path, wal_checkpoint_pages=100)
     ran_on: list[str] = []
@@ -123,10 +126,33 @@ def test_checkpoints_run_on_the_thread_while_no_step_runs(tmp_path):
     before = _rows_in_main_file(path, tmp_path)
     result = chunks_chain(store, steps=60).run({})
     assert result.status == "completed"
-    _wait(lambda: _rows_in_main_file(path, tmp_path) >= 20, "rows copied to the database file")
+    # SQLite's own count of the WAL frames written into the database file. (A copy of the file
+    # alone is a consistent database only after a checkpoint that copied every frame; one
+    # that overlapped a commit copies the frames before it and leaves the file mid-way.)
+    _wait(lambda: wal.last_result is not None and wal.last_result[2] >= 20, "frames copied")
     assert before == 0
     assert ran_on and set(ran_on) == {THREAD}
     assert _wal_frames(path) < SAFETY_NET_FACTOR * 100  # SQLite's inline checkpoint never fired
+    store.close()
+
+
+def test_the_thread_checkpoints_when_the_wal_holds_its_pages_not_on_a_first_guess(tmp_path):
+    """The first wake-up comes after ``pages / 4`` commits (a first guess of 4 frames per
+    commit). These steps write 2-3 frames each, so it finds the WAL short of ``pages`` (read
+    from the -shm file's wal-index header): it copies nothing and asks to be woken later."""
+    path = tmp_path / "t.db"
+    pages = 400
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=pages)
+    wal = store._wal
+    assert wal is not None and wal.every == pages // 4
+    assert chunks_chain(store, steps=wal.every + 10).run({}).status == "completed"
+    _wait(lambda: wal.deferred >= 1, "the thread's first wake-up")
+    assert wal.checkpoints == 0 and _wal_frames(path) < pages
+    assert _rows_in_main_file(path, tmp_path) == 0
+    assert chunks_chain(store, steps=250).run({}).status == "completed"
+    _wait(lambda: wal.checkpoints >= 1, "a checkpoint")
+    assert wal.last_result is not None and wal.last_result[1] >= pages  # frames when it ran
+    assert wal.errors == 0 and wal.last_result[2] > 0  # frames copied into the database file
     store.close()
 
 

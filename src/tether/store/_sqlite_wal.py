@@ -9,10 +9,14 @@ reader or a writer waits for. The writers' part is one counter increment and one
 per commit; every ``every`` commits one of them sets an event.
 
 Writers do not know how many pages a commit wrote (Python's ``sqlite3`` has no WAL hook), so
-the thread estimates the frames per commit after each checkpoint from the WAL's frames and
-the commits since the previous one, keeping a slowly decaying maximum: a sample taken across
-a WAL restart undercounts, and an estimate too high only checkpoints sooner. Frames other
-processes wrote count too, which also errs towards sooner.
+the thread estimates the frames per commit from the WAL's frames and the commits since its
+previous look, keeping a slowly decaying maximum: a sample taken across a WAL restart
+undercounts, and an estimate too high only wakes the thread sooner. Frames other processes
+wrote count too, which also errs towards sooner. On each wake-up the thread first reads how
+many frames the WAL holds (``mxFrame`` in the wal-index header of the ``-shm`` file, a layout
+SQLite documents in "WAL-mode File Formats"); below ``pages`` it only re-estimates and asks to
+be woken when the WAL should reach ``pages``, so a first guess that is too high does not
+checkpoint early. When the ``-shm`` file cannot be read it checkpoints as if the WAL were full.
 
 A PASSIVE checkpoint copies the frames present when it starts. The WAL file starts over from
 its beginning only when a writer begins while every frame is copied: under any pause between
@@ -41,6 +45,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import struct
 import threading
 import weakref
 from typing import Final
@@ -54,8 +59,18 @@ _LOG = logging.getLogger("tether.store.sqlite")
 SAFETY_NET_FACTOR: Final = 4
 
 _CHECKPOINT: Final = "PRAGMA wal_checkpoint(PASSIVE)"
+# The wal-index header at the start of the -shm file: mxFrame, the WAL's last valid frame, is
+# the 32-bit unsigned integer at byte 16, in the host's byte order (SQLite, walformat.html).
+_MX_FRAME: Final = struct.Struct("=I")
+_MX_FRAME_OFFSET: Final = 16
 
 _LIVE: weakref.WeakSet[WalCheckpointer] = weakref.WeakSet()
+
+# Held by the checkpoint threads around each call into SQLite, and by a thread calling fork()
+# until the fork is done: a child forked while a thread of its parent was inside SQLite inherits
+# SQLite's process-wide locks held by a thread it does not have, and its first connection to
+# the file can hang or wait out the busy timeout. Stores' threads checkpoint one at a time.
+_IN_SQLITE: Final = threading.Lock()
 
 
 class WalCheckpointer:
@@ -82,6 +97,7 @@ class WalCheckpointer:
         self.checkpoints = 0  # PASSIVE checkpoints completed
         self.errors = 0
         self.tails = 0  # second checkpoints under the gate
+        self.deferred = 0  # wake-ups that found the WAL under ``pages`` frames
         self.last_result: tuple[int, int, int] | None = None  # (busy, WAL frames, copied)
         self._last_total = 0
         self._last_frames = 0
@@ -100,16 +116,17 @@ class WalCheckpointer:
         self._pid = os.getpid()
 
     def committed(self) -> None:
-        """Count one of this store's commits; every ``every`` commits, wake the thread (a
-        writer's whole part, outside any lock)."""
+        """Count one of this store's commits; once the count reaches ``next_at`` (set by the
+        thread: about ``every`` commits on), wake the thread. A writer's whole part, outside
+        any lock."""
         self.total += 1
         if self.total >= self.next_at:
             self.signal()
 
     def signal(self) -> None:
-        """Wake the thread (starting it if needed); a writer calls this every ``every``
-        commits."""
-        self.next_at = self.total + self.every
+        """Wake the thread (starting it if needed). Writers call this once ``total`` reaches
+        ``next_at``, which only the thread moves (so a writer's late write cannot undo it):
+        until the thread runs, each commit signals again."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
                 if self._pid != os.getpid():  # pragma: no cover - the fork hook resets first
@@ -149,14 +166,26 @@ class WalCheckpointer:
         """Record a checkpoint's result and re-estimate the commits per signal."""
         self.checkpoints += 1
         self.last_result = result
-        frames = result[1]
+        self._observe(total, result[1])
+        self.next_at = total + self.every
+
+    def _deferred(self, total: int, frames: int) -> None:
+        """Record a wake-up that found ``frames`` (< ``pages``) in the WAL: re-estimate and
+        ask for the next one when the WAL should hold ``pages`` frames."""
+        self.deferred += 1
+        self._observe(total, frames)
+        left = int((self.pages - frames) / self.frames_per_commit)
+        self.next_at = total + max(1, left)
+
+    def _observe(self, total: int, frames: int) -> None:
+        """Re-estimate the frames per commit from the WAL's ``frames`` after ``total``
+        commits."""
         grown = frames - self._last_frames if frames >= self._last_frames else frames
         commits = total - self._last_total
         self._last_frames, self._last_total = frames, total
         if grown > 0 and commits > 0:
             self.frames_per_commit = max(grown / commits, 0.9 * self.frames_per_commit)
             self.every = max(1, min(self.pages, int(self.pages / self.frames_per_commit)))
-            self.next_at = min(self.next_at, self.total + self.every)
 
 
 def _halt(wake: threading.Event, halt: threading.Event) -> None:
@@ -171,8 +200,10 @@ def _run(
     path: str,
     synchronous: str,
 ) -> None:
-    """The thread: one PASSIVE checkpoint per wake-up until halted or the owner is gone."""
+    """The thread: one PASSIVE checkpoint per wake-up that finds the WAL at ``pages`` frames
+    or more, until halted or the owner is gone."""
     conn: sqlite3.Connection | None = None
+    shm = f"{path}-shm"
     try:
         while True:
             wake.wait()
@@ -182,14 +213,21 @@ def _run(
                 return
             try:
                 total = owner.total
-                if conn is None:
-                    conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
-                    conn.execute(f"PRAGMA synchronous = {synchronous}")
-                busy, frames, copied = conn.execute(_CHECKPOINT).fetchall()[0]
-                if frames >= 2 * owner.pages:  # the WAL did not start over: copy the tail
-                    with owner.gate:
-                        busy, frames, copied = conn.execute(_CHECKPOINT).fetchall()[0]
-                    owner.tails += 1
+                owner.next_at = total + owner.every  # the writers stop signalling
+                frames = _wal_frames(shm)
+                if frames is not None and frames < owner.pages:
+                    owner._deferred(total, frames)
+                    del owner
+                    continue
+                with _IN_SQLITE:
+                    if conn is None:
+                        conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+                        conn.execute(f"PRAGMA synchronous = {synchronous}")
+                    busy, frames, copied = conn.execute(_CHECKPOINT).fetchall()[0]
+                    if frames >= 2 * owner.pages:  # the WAL did not start over: copy the tail
+                        with owner.gate:
+                            busy, frames, copied = conn.execute(_CHECKPOINT).fetchall()[0]
+                        owner.tails += 1
                 owner._checkpointed(total, (int(busy), int(frames), int(copied)))
             except Exception as exc:  # never the user's problem: the safety net bounds the WAL
                 owner.errors += 1
@@ -210,12 +248,25 @@ def _run(
             _close_quietly(conn)
 
 
+def _wal_frames(shm: str) -> int | None:
+    """The frames in the WAL now, read from the wal-index header; ``None`` when unreadable."""
+    try:
+        with open(shm, "rb") as f:
+            header = f.read(_MX_FRAME_OFFSET + _MX_FRAME.size)
+    except OSError:
+        return None
+    if len(header) < _MX_FRAME_OFFSET + _MX_FRAME.size:
+        return None
+    return int(_MX_FRAME.unpack_from(header, _MX_FRAME_OFFSET)[0])
+
+
 def _close_quietly(conn: sqlite3.Connection) -> None:
-    with contextlib.suppress(Exception):  # closing a broken connection
+    with _IN_SQLITE, contextlib.suppress(Exception):  # closing a broken connection
         conn.close()
 
 
 def _after_fork_in_child() -> None:
+    _IN_SQLITE.release()  # taken by the forking thread, which is this child's only thread
     for ckpt in list(_LIVE):
         ckpt._reset_after_fork()
 
@@ -226,5 +277,9 @@ def _stop_all_at_exit() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_IN_SQLITE.acquire,
+        after_in_parent=_IN_SQLITE.release,
+        after_in_child=_after_fork_in_child,
+    )
 atexit.register(_stop_all_at_exit)
