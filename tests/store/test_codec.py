@@ -78,6 +78,19 @@ def test_chunked_lists_join_back_to_the_same_bytes_on_a_full_snapshot():
     assert head.keys["log"].join() == orjson.dumps(items)
 
 
+def test_chunks_join_once_they_reach_their_bound_and_skip_empty_arrays():
+    items = [f"item-{i}" for i in range(_codec.Chunks.MAX_PARTS + 40)]
+    value = _codec.Chunks([b"[]"])
+    grown = [value]
+    for item in items:
+        value = value.grow(orjson.dumps([item]))
+        grown.append(value)
+        assert len(value.parts) <= _codec.Chunks.MAX_PARTS
+    assert value.join() == orjson.dumps(items)
+    assert grown[10].join() == orjson.dumps(items[:10])  # earlier values are left as they were
+    assert value.grow(b"[]").join() == orjson.dumps(items)
+
+
 def test_mutable_items_never_take_the_identity_shortcut():
     row = {"x": 1}
     _, _, h1 = _codec.encode_next(None, {"rows": [row]})
