@@ -12,6 +12,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -146,7 +147,13 @@ class _SQLiteHandle:
     def size(self) -> StoreBytes:
         conn = sqlite3.connect(self.path, isolation_level=None)
         try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # A checkpoint the store's thread is running makes TRUNCATE return busy at once
+            # (no busy handler for that lock): ask again until it has emptied the WAL.
+            deadline = time.monotonic() + 10
+            while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"could not empty the WAL of {self.path} in 10 s")
+                time.sleep(0.005)
             row_bytes = 0
             columns: dict[str, int] = {}
             for table in TETHER_TABLES:
