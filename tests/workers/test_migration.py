@@ -183,12 +183,28 @@ def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: in
         monkeypatch.undo()
 
 
+def _run_indexes(kind: str, where: str) -> set[str]:
+    if kind == "sqlite":
+        conn = sqlite3.connect(where)
+        try:
+            return {row[1] for row in conn.execute("PRAGMA index_list(runs)")}
+        finally:
+            conn.close()
+    with psycopg.connect(PG_DSN, autocommit=True) as pg:
+        rows = pg.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'runs'",
+            (where,),
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compressed_rows(
     kind, tmp_path, monkeypatch, request
 ):
     where = str(tmp_path / "v3.db") if kind == "sqlite" else request.getfixturevalue("pg_schema")
     old = _open_at(kind, where, monkeypatch, 3)
+    assert "runs_status_idx" in _run_indexes(kind, where)
     chain = Chain("notes", old)
     chain.add_node("a", lambda s: {"notes": [_LONG]})
     first = chain.run({}).execution_id
@@ -208,6 +224,8 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
         assert store.get_last(second).state_snapshot["notes"][1] == _LONG.upper()
     finally:
         store.close()
+    assert "runs_status_idx" not in _run_indexes(kind, where)
+    assert "runs_queue_idx" in _run_indexes(kind, where)
     with pytest.raises(tether.errors.SchemaVersionError) as refused:
         _open_at(kind, where, monkeypatch, 3)
     assert refused.value.found == 4 and refused.value.supported == 3

@@ -129,9 +129,11 @@ MIGRATIONS[3] = (
     "ALTER TABLE checkpoints_v3 RENAME TO checkpoints",
     "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
 )
-# v4: a state payload may be a zlib stream (_codec.compress_state). No table changes: the
-# version is recorded so that an older tether refuses these rows instead of misreading them.
-MIGRATIONS[4] = ()
+# v4: a state payload may be a zlib stream (_codec.compress_state); the version is recorded so
+# that an older tether refuses these rows instead of misreading them. And runs_status_idx goes:
+# runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
+# changed on every lease take, heartbeat and status write.
+MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 
 CREATE_SCHEMA_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
