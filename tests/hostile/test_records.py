@@ -78,7 +78,7 @@ def test_resume_with_a_value_that_is_not_a_resume_is_refused_and_the_run_stays_p
     ("column", "damage"),
     [
         ("state", b"{not json"),
-        ("state", b"x\x9c a zlib header and no deflate stream"),  # compressed rows start so
+        ("state", b"\x28\xb5\x2f\xfd and no Zstandard frame"),  # compressed rows start so
         ("node_input", b"{not json"),
         ("iteration_counters", b"{not json"),
     ],

@@ -6,6 +6,7 @@ import random
 
 import orjson
 import pytest
+import zstandard
 
 from tether import Checkpoint, serde
 from tether.errors import CorruptRecordError
@@ -265,7 +266,7 @@ _PROSE = (
 def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_tenth():
     payload = orjson.dumps({"notes": _PROSE * 8})
     packed = _codec.compress_state(payload, 512)
-    assert packed[:1] == _codec.ZLIB_MARK and len(packed) * 2 < len(payload)
+    assert packed[:1] == _codec.ZSTD_MARK and len(packed) * 2 < len(payload)
     assert _codec.apply_row({}, "full", packed) == orjson.loads(payload)
     short = payload[:511]
     assert _codec.compress_state(short, 512) is short  # under the threshold
@@ -281,24 +282,31 @@ def test_a_delta_payload_is_compressed_and_applies_like_the_plain_one():
     kind, delta, _ = _codec.encode_state(head, grown)
     assert kind == "delta"
     packed = _codec.compress_state(delta, 512)
-    assert packed[:1] == _codec.ZLIB_MARK
+    assert packed[:1] == _codec.ZSTD_MARK
     start = _codec.apply_row({}, "full", full)
     assert _codec.apply_row(start, "delta", packed) == _codec.apply_row(start, "delta", delta)
 
 
+_ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}')
+
+
 @pytest.mark.parametrize(
-    "payload", [b"x\x9c" + b"\x00" * 40, b"xnot a zlib stream", b"x\x01" + bytes(20)]
+    "payload",
+    [
+        b"\x28\xb5\x2f\xfd" + b"\x00" * 40,  # the magic number, then no valid frame
+        b"(not a frame",
+        _ZSTD_FRAME[:-6],  # a frame cut short
+    ],
 )
-def test_a_payload_that_claims_zlib_and_is_not_is_a_corrupt_record(payload):
-    with pytest.raises(CorruptRecordError, match="zlib"):
+def test_a_payload_that_claims_zstandard_and_is_not_is_a_corrupt_record(payload):
+    with pytest.raises(CorruptRecordError, match="Zstandard"):
         _codec.apply_row({}, "full", payload)
 
 
 def test_compressed_json_that_is_not_an_object_is_a_corrupt_record():
-    import zlib
-
+    frame = zstandard.ZstdCompressor().compress(b"[" + b"1, 2, 3, " * 100 + b"4]")
     with pytest.raises(CorruptRecordError, match="not a JSON object"):
-        _codec.apply_row({}, "full", zlib.compress(b"[" + b"1, 2, 3, " * 100 + b"4]"))
+        _codec.apply_row({}, "full", frame)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "512"])
@@ -347,7 +355,7 @@ def test_large_state_rows_are_stored_compressed_and_read_back_exactly(store):
     _put_note(store, eid, [*notes], 6)  # a delta of a few bytes stays plain JSON
     stored = _raw_sql(store, "SELECT seq, state_kind, state FROM {t} ORDER BY seq")
     marks = [(kind, bytes(state[:1])) for _, kind, state in stored]
-    assert marks[:6] == [("full", b"x")] + [("delta", b"x")] * 5
+    assert marks[:6] == [("full", b"(")] + [("delta", b"(")] * 5
     assert marks[6] == ("delta", b"{")
     plain = sum(len(orjson.dumps(note)) for note in notes)
     assert sum(len(state) for _, _, state in stored) * 3 < plain  # prose: well under a third
@@ -374,4 +382,4 @@ def test_a_store_with_compression_off_writes_plain_json_and_reads_compressed_row
     finally:
         plain_store.close()
     stored = _raw_sql(store, "SELECT state FROM {t} ORDER BY seq")
-    assert [bytes(state[:1]) for (state,) in stored] == [b"x", b"{"]
+    assert [bytes(state[:1]) for (state,) in stored] == [b"(", b"{"]

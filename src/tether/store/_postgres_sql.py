@@ -81,7 +81,7 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # v3: checkpoint_id is no longer the primary key: its index cost every step an insert at
     # a random place of a third B-tree; a checkpoint is found by id within its run.
     3: ("ALTER TABLE {schema}.checkpoints DROP CONSTRAINT checkpoints_pkey",),
-    # v4: a state payload may be a zlib stream (_codec.compress_state); the version is
+    # v4: a state payload may be a Zstandard frame (_codec.compress_state); the version is
     # recorded so that an older tether refuses these rows instead of misreading them. And
     # runs_status_idx goes: runs_queue_idx leads with status too and serves the same lookups,
     # while (status, updated_at) changed on every lease take, heartbeat and status write.

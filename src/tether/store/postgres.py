@@ -93,7 +93,7 @@ class PostgresCheckpointer(PostgresLeases):
         connect_timeout_seconds: libpq's ``connect_timeout`` for each new connection, unless
             the DSN sets one.
         compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored zlib-compressed when that saves at least a tenth
+            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
             (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
         **connect_kwargs: further libpq / psycopg connection parameters (``sslmode``,
             ``application_name``...), overriding the DSN.

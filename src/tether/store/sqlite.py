@@ -129,7 +129,7 @@ MIGRATIONS[3] = (
     "ALTER TABLE checkpoints_v3 RENAME TO checkpoints",
     "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
 )
-# v4: a state payload may be a zlib stream (_codec.compress_state); the version is recorded so
+# v4: a state payload may be a Zstandard frame (_codec.compress_state); the version is recorded so
 # that an older tether refuses these rows instead of misreading them. And runs_status_idx goes:
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
@@ -253,7 +253,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
             that triggers a checkpoint; default 1000, SQLite's own default.
         compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored zlib-compressed when that saves at least a tenth
+            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
             (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
 
     Raises:
