@@ -138,8 +138,8 @@ def test_checkpoints_run_on_the_thread_while_no_step_runs(tmp_path):
 
 def test_the_thread_checkpoints_when_the_wal_holds_its_pages_not_on_a_first_guess(tmp_path):
     """The first wake-up comes after ``pages / 4`` commits (a first guess of 4 frames per
-    commit). These steps write 2-3 frames each, so it finds the WAL short of ``pages`` (read
-    from the -shm file's wal-index header): it copies nothing and asks to be woken later."""
+    commit). These steps write 2-3 frames each, so it finds the WAL short of ``pages`` (the
+    -wal file's size bounds it): it copies nothing and asks to be woken later."""
     path = tmp_path / "t.db"
     pages = 400
     store = SQLiteCheckpointer(path, wal_checkpoint_pages=pages)
@@ -153,6 +153,42 @@ def test_the_thread_checkpoints_when_the_wal_holds_its_pages_not_on_a_first_gues
     _wait(lambda: wal.checkpoints >= 1, "a checkpoint")
     assert wal.last_result is not None and wal.last_result[1] >= pages  # frames when it ran
     assert wal.errors == 0 and wal.last_result[2] > 0  # frames copied into the database file
+    store.close()
+
+
+def _posix_locks_on(path) -> set[tuple[str, str, str]]:
+    """This process's POSIX locks on ``path``, from /proc/locks: (kind, start, end)."""
+    inode = os.stat(path).st_ino
+    held = set()
+    with open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1] != "POSIX" or fields[4] != str(os.getpid()):
+                continue
+            if int(fields[5].rsplit(":", 1)[1]) == inode:
+                held.add((fields[3], fields[6], fields[7]))
+    return held
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks")
+def test_the_thread_leaves_sqlites_locks_on_the_wal_index_alone(tmp_path):
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's
+    included: a thread that opened and closed the -shm file once left other processes free to
+    reset the WAL under this one's readers (three writing processes corrupted the file)."""
+    path = tmp_path / "t.db"
+    store = SQLiteCheckpointer(path, wal_checkpoint_pages=400)
+    wal = store._wal
+    assert wal is not None
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM runs").fetchone()  # a read lock on the WAL index
+    held = _posix_locks_on(f"{path}-shm")
+    assert held, "SQLite holds locks on the -shm file while a read is open"
+    assert chunks_chain(store, steps=wal.every + 10).run({}).status == "completed"
+    _wait(lambda: wal.deferred + wal.checkpoints >= 1, "the thread's first wake-up")
+    assert held <= _posix_locks_on(f"{path}-shm")
+    reader.execute("COMMIT")
+    reader.close()
     store.close()
 
 

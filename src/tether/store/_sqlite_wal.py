@@ -12,11 +12,13 @@ Writers do not know how many pages a commit wrote (Python's ``sqlite3`` has no W
 the thread estimates the frames per commit from the WAL's frames and the commits since its
 previous look, keeping a slowly decaying maximum: a sample taken across a WAL restart
 undercounts, and an estimate too high only wakes the thread sooner. Frames other processes
-wrote count too, which also errs towards sooner. On each wake-up the thread first reads how
-many frames the WAL holds (``mxFrame`` in the wal-index header of the ``-shm`` file, a layout
-SQLite documents in "WAL-mode File Formats"); below ``pages`` it only re-estimates and asks to
-be woken when the WAL should reach ``pages``, so a first guess that is too high does not
-checkpoint early. When the ``-shm`` file cannot be read it checkpoints as if the WAL were full.
+wrote count too, which also errs towards sooner. On each wake-up the thread first looks at the
+size of the ``-wal`` file (``os.stat``: the file is never opened, see :func:`_wal_frames_at_most`).
+The file keeps its largest size when the WAL starts over, so its size in frames bounds the
+frames the WAL holds: below ``pages`` the thread only re-estimates and asks to be woken when
+the WAL should reach ``pages``, so a first guess that is too high does not checkpoint a WAL
+far short of ``pages``. Once the file has reached ``pages`` frames the bound says nothing and
+the estimate alone decides, as measured from each checkpoint's frame count.
 
 A PASSIVE checkpoint copies the frames present when it starts. The WAL file starts over from
 its beginning only when a writer begins while every frame is copied: under any pause between
@@ -45,7 +47,6 @@ import contextlib
 import logging
 import os
 import sqlite3
-import struct
 import threading
 import weakref
 from typing import Final
@@ -59,10 +60,10 @@ _LOG = logging.getLogger("tether.store.sqlite")
 SAFETY_NET_FACTOR: Final = 4
 
 _CHECKPOINT: Final = "PRAGMA wal_checkpoint(PASSIVE)"
-# The wal-index header at the start of the -shm file: mxFrame, the WAL's last valid frame, is
-# the 32-bit unsigned integer at byte 16, in the host's byte order (SQLite, walformat.html).
-_MX_FRAME: Final = struct.Struct("=I")
-_MX_FRAME_OFFSET: Final = 16
+# The WAL file: a 32-byte header, then frames of a 24-byte header and one page (SQLite's
+# "Database File Format", section 4.1).
+_WAL_HEADER: Final = 32
+_FRAME_HEADER: Final = 24
 
 _LIVE: weakref.WeakSet[WalCheckpointer] = weakref.WeakSet()
 
@@ -203,7 +204,7 @@ def _run(
     """The thread: one PASSIVE checkpoint per wake-up that finds the WAL at ``pages`` frames
     or more, until halted or the owner is gone."""
     conn: sqlite3.Connection | None = None
-    shm = f"{path}-shm"
+    frame_bytes = 0  # a WAL frame: the page size plus the frame header
     try:
         while True:
             wake.wait()
@@ -214,15 +215,17 @@ def _run(
             try:
                 total = owner.total
                 owner.next_at = total + owner.every  # the writers stop signalling
-                frames = _wal_frames(shm)
+                with _IN_SQLITE:
+                    if conn is None:
+                        conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+                        conn.execute(f"PRAGMA synchronous = {synchronous}")
+                        frame_bytes = conn.execute("PRAGMA page_size").fetchone()[0] + _FRAME_HEADER
+                frames = _wal_frames_at_most(f"{path}-wal", frame_bytes)
                 if frames is not None and frames < owner.pages:
                     owner._deferred(total, frames)
                     del owner
                     continue
                 with _IN_SQLITE:
-                    if conn is None:
-                        conn = sqlite3.connect(path, timeout=1.0, isolation_level=None)
-                        conn.execute(f"PRAGMA synchronous = {synchronous}")
                     busy, frames, copied = conn.execute(_CHECKPOINT).fetchall()[0]
                     if frames >= 2 * owner.pages:  # the WAL did not start over: copy the tail
                         with owner.gate:
@@ -248,16 +251,16 @@ def _run(
             _close_quietly(conn)
 
 
-def _wal_frames(shm: str) -> int | None:
-    """The frames in the WAL now, read from the wal-index header; ``None`` when unreadable."""
+def _wal_frames_at_most(wal: str, frame_bytes: int) -> int | None:
+    """The most frames the WAL can hold now: its file's size in frames (the file keeps its
+    largest size when the WAL starts over); ``None`` when it cannot be stat'ed. Never opens the
+    file: closing a descriptor drops every POSIX lock this process holds on it, SQLite's own
+    included (SQLite's "How To Corrupt An SQLite Database File", section 2.2)."""
     try:
-        with open(shm, "rb") as f:
-            header = f.read(_MX_FRAME_OFFSET + _MX_FRAME.size)
+        size = os.stat(wal).st_size
     except OSError:
         return None
-    if len(header) < _MX_FRAME_OFFSET + _MX_FRAME.size:
-        return None
-    return int(_MX_FRAME.unpack_from(header, _MX_FRAME_OFFSET)[0])
+    return max(0, size - _WAL_HEADER) // frame_bytes
 
 
 def _close_quietly(conn: sqlite3.Connection) -> None:
