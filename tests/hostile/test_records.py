@@ -94,8 +94,10 @@ def test_a_checkpoint_with_corrupt_json_is_a_corrupt_record_error_and_other_rows
         (damage, eid),
     )
     before = counts(store)
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptRecordError) as info:
         paused_chain(reopen(store)).resume(eid, Resume(True))
+    if column == "state":  # the error names the run and the row
+        assert info.value.execution_id == eid and "seq 2" in str(info.value), info.value
     assert counts(store) == before
     assert store.get_run(eid).status == "paused"
     assert store.get_checkpoint(eid, store_first_id(store, eid)).node_id == "a"

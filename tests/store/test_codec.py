@@ -296,6 +296,8 @@ _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}
         b"\x28\xb5\x2f\xfd" + b"\x00" * 40,  # the magic number, then no valid frame
         b"(not a frame",
         _ZSTD_FRAME[:-6],  # a frame cut short
+        _ZSTD_FRAME + b"trailing bytes",
+        _ZSTD_FRAME + _ZSTD_FRAME,
     ],
 )
 def test_a_payload_that_claims_zstandard_and_is_not_is_a_corrupt_record(payload):

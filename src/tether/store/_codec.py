@@ -313,21 +313,39 @@ def _full_size(keys: dict[str, Encoded]) -> int:
     return sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
 
 
-def replay_state(rows: list[tuple[int, str, bytes]]) -> dict[str, Any]:
+def replay_state(
+    rows: list[tuple[int, str, bytes]], execution_id: str | None = None
+) -> dict[str, Any]:
     """Rebuild the raw JSON state (envelopes still closed) from a full row and its deltas.
 
     Args:
         rows: ``(seq, state_kind, payload)`` in seq order, the first being ``full``.
+        execution_id: the run, named in errors.
 
     Raises:
-        CorruptRecordError: the chain of rows is broken or a payload is not JSON.
+        CorruptRecordError: the chain of rows is broken or a payload is not JSON (naming the
+            run and the row's seq).
     """
     if not rows or rows[0][1] != "full":
-        raise CorruptRecordError("state chain does not start at a full snapshot")
+        raise CorruptRecordError(
+            "state chain does not start at a full snapshot", execution_id=execution_id
+        )
     cur: dict[str, Any] = {}
-    for _seq, kind, payload in rows:
-        cur = apply_row(cur, kind, payload)
+    for seq, kind, payload in rows:
+        cur = apply_row_of(execution_id, seq, cur, kind, payload)
     return cur
+
+
+def apply_row_of(
+    execution_id: str | None, seq: int, cur: dict[str, Any], kind: str, payload: bytes
+) -> dict[str, Any]:
+    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
+    try:
+        return apply_row(cur, kind, payload)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
+        ) from exc
 
 
 def compress_state(payload: bytes, min_bytes: int | None) -> bytes:
@@ -348,10 +366,16 @@ def _decompress_state(payload: bytes) -> bytes:
         decompressor = _ZSTD.decompressor
     except AttributeError:
         decompressor = _ZSTD.decompressor = zstandard.ZstdDecompressor()
+    stream = decompressor.decompressobj()
     try:
-        data: bytes = decompressor.decompress(payload)
+        data: bytes = stream.decompress(payload)
     except zstandard.ZstdError as exc:
         raise CorruptRecordError(f"stored state is not a valid Zstandard frame: {exc}") from exc
+    if not stream.eof or stream.unused_data:
+        raise CorruptRecordError(
+            "stored state is not a valid Zstandard frame: "
+            + ("it is cut short" if not stream.eof else "bytes follow its end")
+        )
     return data
 
 
@@ -720,7 +744,7 @@ def checkpoints_from_rows(
     raw: dict[str, Any] = {}
     prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
     for row in rows:
-        raw = apply_row(raw, row[7], row[8])
+        raw = apply_row_of(row[1], row[2], raw, row[7], row[8])
         path = row[15]
         if prefix is not None and not (
             path == prefix or (path is not None and path.startswith(prefix + "/"))
@@ -770,7 +794,7 @@ def resume_point(
     raw: dict[str, Any] = {}
     at_target: dict[str, Any] | None = None
     for seq, kind, payload in chain:
-        raw = apply_row(raw, kind, payload)
+        raw = apply_row_of(newest[1], seq, raw, kind, payload)
         if target is not None and seq == target[2]:
             at_target = raw
     if chain[-1][0] != newest[2] or (target is not None and at_target is None):

@@ -375,9 +375,9 @@ class PostgresCheckpointer(PostgresLeases):
     # --- checkpoints ----------------------------------------------------------------------
     def _raw_state_plan(self, row: tuple[Any, ...]) -> Plan[dict[str, Any]]:
         if row[7] == "full":
-            return _codec.apply_row({}, "full", row[8])
+            return _codec.apply_row_of(row[1], row[2], {}, "full", row[8])
         chain = yield self._q(q.SELECT_STATE_CHAIN), (row[1], row[9], row[2])
-        return _codec.replay_state(chain.rows)
+        return _codec.replay_state(chain.rows, row[1])
 
     def _head_plan(self, execution_id: str) -> Plan[_codec.Head | None]:
         head = self._heads.get(execution_id)

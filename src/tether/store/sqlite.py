@@ -502,7 +502,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         if row is None:
             return None
         raw = _codec.replay_state(
-            conn.execute(SELECT_STATE_CHAIN, (execution_id, row[9], row[2])).fetchall()
+            conn.execute(SELECT_STATE_CHAIN, (execution_id, row[9], row[2])).fetchall(),
+            execution_id,
         )
         return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
 
@@ -635,10 +636,10 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         self, conn: sqlite3.Connection, row: Any
     ) -> tuple[Checkpoint, dict[str, Any]]:
         if row[7] == "full":
-            raw = _codec.apply_row({}, "full", row[8])
+            raw = _codec.apply_row_of(row[1], row[2], {}, "full", row[8])
         else:
             raw = _codec.replay_state(
-                conn.execute(SELECT_STATE_CHAIN, (row[1], row[9], row[2])).fetchall()
+                conn.execute(SELECT_STATE_CHAIN, (row[1], row[9], row[2])).fetchall(), row[1]
             )
         return _codec.checkpoint_from_row(row, _codec.decode_state(raw)), raw
 
