@@ -319,3 +319,22 @@ def test_ids_holding_a_slash_open_and_answer(client, store):
     assert login(client).status_code == 303
     page = client.get(f"/runs/{eid}")
     assert page.status_code == 200 and "tenant/order-1" in page.text
+
+
+def test_a_corrupt_run_is_a_500_that_names_the_problem_and_other_runs_still_read(client, store):
+    from tests.hostile.conftest import raw_sql
+
+    bad, good = paused_run(store), paused_run(store, order_id="A-2")
+    raw_sql(store)(
+        "UPDATE {t}checkpoints SET state = ? WHERE execution_id = ? AND seq = 1",
+        (b"{not json", bad),
+    )
+    api = client.get(f"/api/runs/{bad}", headers=bearer())
+    assert api.status_code == 500, api.text
+    body = api.json()
+    assert body["kind"] == "CorruptRecordError" and body["execution_id"] == bad
+    assert "not valid JSON" in body["error"] and "seq 1" in body["error"]
+    login(client)
+    page = client.get(f"/runs/{bad}")
+    assert page.status_code == 500 and "CorruptRecordError" in page.text
+    assert client.get(f"/api/runs/{good}", headers=bearer()).status_code == 200

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..cli._render import compact, to_json, when
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
@@ -71,6 +72,23 @@ class _SecurityHeaders:
 
 def _json(data: Any, status_code: int = 200) -> Response:
     return Response(to_json(data), status_code=status_code, media_type="application/json")
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    """A store error (a corrupt row, a database that went away) as a 500 or 503 that names it,
+    as JSON under ``/api/`` and as a short page elsewhere, instead of a bare 500."""
+    assert isinstance(exc, StoreError)
+    status = 503 if isinstance(exc, StoreUnavailableError) else 500
+    kind = type(exc).__name__
+    if request.url.path.startswith("/api/"):
+        body = {"error": str(exc), "kind": kind, "execution_id": exc.execution_id}
+        return _json(body, status_code=status)
+    text = html.escape(f"{kind}: {exc}")
+    page = (
+        f"<!doctype html><title>tether: {html.escape(kind)}</title>"
+        f"<h1>Store error</h1><p>{text}</p>"
+    )
+    return HTMLResponse(page, status_code=status)
 
 
 def _pretty(value: Any) -> str:
@@ -414,6 +432,6 @@ def create_app(
         Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={StoreError: _store_error})
     app.add_middleware(_SecurityHeaders)
     return app
