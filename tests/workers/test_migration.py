@@ -153,12 +153,7 @@ def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key
         _assert_carried_over(store, eid, before)
     finally:
         store.close()
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        indexes = conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'checkpoints'",
-            (pg_schema,),
-        ).fetchall()
-    assert indexes == [("checkpoints_run_seq_idx",)]
+    assert _indexes("postgres", pg_schema, "checkpoints") == {"checkpoints_run_seq_idx"}
 
 
 _LONG = "a sentence long enough that the state payload crosses the compression threshold. " * 12
@@ -183,17 +178,18 @@ def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: in
         monkeypatch.undo()
 
 
-def _run_indexes(kind: str, where: str) -> set[str]:
+def _indexes(kind: str, where: str, table: str) -> set[str]:
+    """The names of ``table``'s indexes in the SQLite file or Postgres schema ``where``."""
     if kind == "sqlite":
         conn = sqlite3.connect(where)
         try:
-            return {row[1] for row in conn.execute("PRAGMA index_list(runs)")}
+            return {row[1] for row in conn.execute(f"PRAGMA index_list({table})")}
         finally:
             conn.close()
     with psycopg.connect(PG_DSN, autocommit=True) as pg:
         rows = pg.execute(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'runs'",
-            (where,),
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = %s",
+            (where, table),
         ).fetchall()
     return {row[0] for row in rows}
 
@@ -204,7 +200,7 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
 ):
     where = str(tmp_path / "v3.db") if kind == "sqlite" else request.getfixturevalue("pg_schema")
     old = _open_at(kind, where, monkeypatch, 3)
-    assert "runs_status_idx" in _run_indexes(kind, where)
+    assert "runs_status_idx" in _indexes(kind, where, "runs")
     chain = Chain("notes", old)
     chain.add_node("a", lambda s: {"notes": [_LONG]})
     first = chain.run({}).execution_id
@@ -224,8 +220,8 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
         assert store.get_last(second).state_snapshot["notes"][1] == _LONG.upper()
     finally:
         store.close()
-    assert "runs_status_idx" not in _run_indexes(kind, where)
-    assert "runs_queue_idx" in _run_indexes(kind, where)
+    assert "runs_status_idx" not in _indexes(kind, where, "runs")
+    assert "runs_queue_idx" in _indexes(kind, where, "runs")
     with pytest.raises(tether.errors.SchemaVersionError) as refused:
         _open_at(kind, where, monkeypatch, 3)
     assert refused.value.found == 4 and refused.value.supported == 3
