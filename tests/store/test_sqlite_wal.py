@@ -7,13 +7,15 @@ import os
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from tests.support.chains import chunk_text, chunks_chain
-from tests.support.proc import run_child
+from tests.support.proc import ROOT, child_env, run_child
 from tether import SQLiteCheckpointer
 from tether.errors import ConfigurationError
 from tether.store._sqlite_wal import SAFETY_NET_FACTOR
@@ -189,6 +191,37 @@ def test_the_thread_leaves_sqlites_locks_on_the_wal_index_alone(tmp_path):
     assert held <= _posix_locks_on(f"{path}-shm")
     reader.execute("COMMIT")
     reader.close()
+    store.close()
+
+
+def test_three_processes_writing_one_file_leave_it_intact(tmp_path):
+    """Each process has its own checkpoint thread on the shared WAL; none may disturb the
+    locks SQLite's connections hold (see the test above: that once corrupted this file)."""
+    path = tmp_path / "t.db"
+    SQLiteCheckpointer(path).close()  # the schema, before the writers race to create it
+    url = f"sqlite:///{path}"
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.child", url, "chunks", "run", f"w{i}", "{}"],
+            env=child_env(),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert [child.returncode for child in children] == [0, 0, 0], outputs
+    assert all('"status": "completed"' in out for out, _ in outputs), outputs
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+    store = SQLiteCheckpointer(path)
+    for i in range(3):
+        assert store.get_last(f"w{i}").state_snapshot["chunk"] == chunk_text(2000)
     store.close()
 
 
