@@ -7,15 +7,13 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from tests.support.chains import chunk_text, chunks_chain
-from tests.support.proc import ROOT, child_env, run_child
+from tests.support.proc import run_child, run_together
 from tether import SQLiteCheckpointer
 from tether.errors import ConfigurationError
 from tether.store._sqlite_wal import SAFETY_NET_FACTOR
@@ -200,20 +198,11 @@ def test_three_processes_writing_one_file_leave_it_intact(tmp_path):
     path = tmp_path / "t.db"
     SQLiteCheckpointer(path).close()  # the schema, before the writers race to create it
     url = f"sqlite:///{path}"
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.support.child", url, "chunks", "run", f"w{i}", "{}"],
-            env=child_env(),
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(3)
-    ]
-    outputs = [child.communicate(timeout=120) for child in children]
-    assert [child.returncode for child in children] == [0, 0, 0], outputs
-    assert all('"status": "completed"' in out for out, _ in outputs), outputs
+    done = run_together(
+        [["-m", "tests.support.child", url, "chunks", "run", f"w{i}", "{}"] for i in range(3)]
+    )
+    assert [code for code, _, _ in done] == [0, 0, 0], done
+    assert all('"status": "completed"' in out for _, out, _ in done), done
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

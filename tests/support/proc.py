@@ -42,3 +42,21 @@ def run_child(
     if proc.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return proc.returncode, out
+
+
+def run_together(argvs: list[list[str]], *, timeout: float = 120) -> list[tuple[int, str, str]]:
+    """Start ``python <argv>`` for every argv at once (test env, repo root) and wait for all;
+    returns ``(returncode, stdout, stderr)`` per process, in order."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *argv],
+            env=child_env(),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for argv in argvs
+    ]
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs, strict=True)]

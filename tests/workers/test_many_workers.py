@@ -15,7 +15,7 @@ import pytest
 
 import tether
 from tests.conftest import PG_DSN
-from tests.support.proc import ROOT, child_env
+from tests.support.proc import ROOT, child_env, run_together
 from tests.workers.app import LEDGER_DDL, NODES
 from tests.workers.procs import spawn_worker, stop_all, wait_until
 
@@ -144,20 +144,11 @@ def test_ten_processes_enqueueing_one_execution_id_start_one_run(backend_kind, p
         url = f"sqlite:///{tmp_path / 'q.db'}"
         store = tether.connect(url)
     start = time.time() + 2.0
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", ENQUEUE_SCRIPT, url, str(start), str(i)],
-            env=child_env(),
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(10)
-    ]
-    outs = [p.communicate(timeout=60) for p in procs]
-    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
-    assert {o.strip() for o, _ in outs} == {"once"}
+    done = run_together(
+        [["-c", ENQUEUE_SCRIPT, url, str(start), str(i)] for i in range(10)], timeout=60
+    )
+    assert all(code == 0 for code, _, _ in done), [err for _, _, err in done]
+    assert {out.strip() for _, out, _ in done} == {"once"}
     runs = store.list_runs(limit=100)
     assert [(r.execution_id, r.status) for r in runs] == [("once", "queued")]
 
