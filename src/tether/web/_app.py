@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -74,23 +73,6 @@ def _json(data: Any, status_code: int = 200) -> Response:
     return Response(to_json(data), status_code=status_code, media_type="application/json")
 
 
-async def _store_error(request: Request, exc: Exception) -> Response:
-    """A store error (a corrupt row, a database that went away) as a 500 or 503 that names it,
-    as JSON under ``/api/`` and as a short page elsewhere, instead of a bare 500."""
-    assert isinstance(exc, StoreError)
-    status = 503 if isinstance(exc, StoreUnavailableError) else 500
-    kind = type(exc).__name__
-    if request.url.path.startswith("/api/"):
-        body = {"error": str(exc), "kind": kind, "execution_id": exc.execution_id}
-        return _json(body, status_code=status)
-    text = html.escape(f"{kind}: {exc}")
-    page = (
-        f"<!doctype html><title>tether: {html.escape(kind)}</title>"
-        f"<h1>Store error</h1><p>{text}</p>"
-    )
-    return HTMLResponse(page, status_code=status)
-
-
 def _pretty(value: Any) -> str:
     return to_json(value)
 
@@ -114,6 +96,18 @@ class _Web:
             undefined=StrictUndefined,
         )
         self.templates.filters.update(when=when, pretty=_pretty, compact=compact)
+
+    async def store_error(self, request: Request, exc: Exception) -> Response:
+        """A store error (a corrupt row, a database that went away) as a 500, or a 503 when
+        the store is unreachable, that names it: ``{"error", "kind", "execution_id"}`` under
+        ``/api/``, the error page elsewhere (instead of a bare 500)."""
+        assert isinstance(exc, StoreError)
+        status = 503 if isinstance(exc, StoreUnavailableError) else 500
+        message = f"{type(exc).__name__}: {exc}"
+        if request.url.path.startswith("/api/"):
+            body = {"error": message, "kind": type(exc).__name__, "execution_id": exc.execution_id}
+            return _json(body, status)
+        return self._page(request, "error.html", {"error": message}, status_code=status)
 
     # --- sessions -------------------------------------------------------------------------
     def _session(self, request: Request) -> tuple[Session, str | None]:
@@ -432,6 +426,6 @@ def create_app(
         Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={StoreError: _store_error})
+    app = Starlette(routes=routes, exception_handlers={StoreError: web.store_error})
     app.add_middleware(_SecurityHeaders)
     return app
