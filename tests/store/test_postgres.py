@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -18,6 +17,7 @@ import pytest
 
 import tether
 from tests.conftest import PG_DSN
+from tests.support.waiting import wait_for
 from tether import Chain, Checkpoint, Resume, interrupt
 from tether.errors import (
     ConfigurationError,
@@ -54,14 +54,6 @@ def _backends(admin, app: str) -> set[int]:
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
     ).fetchall()
     return {r[0] for r in rows}
-
-
-def _wait_for(predicate, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 # --- concurrency in one process ---------------------------------------------------------------
@@ -319,7 +311,7 @@ def test_sync_verbs_called_repeatedly_do_not_leak_connections(pg_schema, admin):
         assert _backends(admin, app) == first
     finally:
         store.close()
-    _wait_for(lambda: _backends(admin, app) == set(), "every connection to close")
+    wait_for(lambda: _backends(admin, app) == set(), "every connection to close")
 
 
 # --- schema versions and errors ------------------------------------------------------------

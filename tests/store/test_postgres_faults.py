@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from urllib.parse import quote
 
@@ -17,6 +16,7 @@ import pytest
 import tether
 from tests.conftest import IN_CI
 from tests.store.pg_cluster import Cluster, find_bindir
+from tests.support.waiting import wait_for
 from tether import Chain
 from tether.errors import StoreUnavailableError
 from tether.store.base import RunRecord
@@ -76,16 +76,6 @@ def _backends(admin, app: str) -> set[int]:
     return {r[0] for r in rows}
 
 
-def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _three_steps(store, calls: list[str]) -> Chain:
     chain = Chain("three-steps", store)
 
@@ -141,7 +131,7 @@ def test_server_stopped_mid_step_fails_clearly_commits_nothing_and_resume_comple
         runner = threading.Thread(target=run)
         runner.start()
         # Step b's checkpoint INSERT is inside its transaction, stalled by the trigger.
-        stalled = _wait_for(
+        stalled = wait_for(
             lambda: admin.execute(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
                 "AND wait_event = 'PgSleep'",
@@ -192,7 +182,7 @@ def test_a_pooled_connection_the_server_killed_is_replaced_not_reused(cluster, a
         assert len(before) == 1
         for pid in before:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        _wait_for(lambda: not (_backends(admin, app) & before), what="backend to exit")
+        wait_for(lambda: not (_backends(admin, app) & before), what="backend to exit")
 
         assert store.get_run("r").runner_name == "c"  # no error: a new connection served it
         after = _backends(admin, app)
@@ -203,7 +193,7 @@ def test_a_pooled_connection_the_server_killed_is_replaced_not_reused(cluster, a
             first = _backends(admin, app) - after
             for pid in first:
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            _wait_for(lambda: not (_backends(admin, app) & first), what="backend to exit")
+            wait_for(lambda: not (_backends(admin, app) & first), what="backend to exit")
             assert (await store.aget_run("r")).runner_name == "c"
             return first, _backends(admin, app) - after
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.chains import chunk_text, chunks_chain
 from tests.support.proc import run_child, run_together
+from tests.support.waiting import wait_for
 from tether import SQLiteCheckpointer
 from tether.errors import ConfigurationError
 from tether.store._sqlite_wal import SAFETY_NET_FACTOR
@@ -32,14 +33,6 @@ def _wal_frames(path) -> float:
 
 def _threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == THREAD]
-
-
-def _wait(predicate, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def _rows_in_main_file(path, tmp_path) -> int:
@@ -129,7 +122,7 @@ def test_checkpoints_run_on_the_thread_while_no_step_runs(tmp_path):
     # SQLite's own count of the WAL frames written into the database file. (A copy of the file
     # alone is a consistent database only after a checkpoint that copied every frame; one
     # that overlapped a commit copies the frames before it and leaves the file mid-way.)
-    _wait(lambda: wal.last_result is not None and wal.last_result[2] >= 20, "frames copied")
+    wait_for(lambda: wal.last_result is not None and wal.last_result[2] >= 20, "frames copied")
     assert before == 0
     assert ran_on and set(ran_on) == {THREAD}
     assert _wal_frames(path) < SAFETY_NET_FACTOR * 100  # SQLite's inline checkpoint never fired
@@ -146,11 +139,11 @@ def test_the_thread_checkpoints_when_the_wal_holds_its_pages_not_on_a_first_gues
     wal = store._wal
     assert wal is not None and wal.every == pages // 4
     assert chunks_chain(store, steps=wal.every + 10).run({}).status == "completed"
-    _wait(lambda: wal.deferred >= 1, "the thread's first wake-up")
+    wait_for(lambda: wal.deferred >= 1, "the thread's first wake-up")
     assert wal.checkpoints == 0 and _wal_frames(path) < pages
     assert _rows_in_main_file(path, tmp_path) == 0
     assert chunks_chain(store, steps=250).run({}).status == "completed"
-    _wait(lambda: wal.checkpoints >= 1, "a checkpoint")
+    wait_for(lambda: wal.checkpoints >= 1, "a checkpoint")
     assert wal.last_result is not None and wal.last_result[1] >= pages  # frames when it ran
     assert wal.errors == 0 and wal.last_result[2] > 0  # frames copied into the database file
     store.close()
@@ -185,7 +178,7 @@ def test_the_thread_leaves_sqlites_locks_on_the_wal_index_alone(tmp_path):
     held = _posix_locks_on(f"{path}-shm")
     assert held, "SQLite holds locks on the -shm file while a read is open"
     assert chunks_chain(store, steps=wal.every + 10).run({}).status == "completed"
-    _wait(lambda: wal.deferred + wal.checkpoints >= 1, "the thread's first wake-up")
+    wait_for(lambda: wal.deferred + wal.checkpoints >= 1, "the thread's first wake-up")
     assert held <= _posix_locks_on(f"{path}-shm")
     reader.execute("COMMIT")
     reader.close()
@@ -243,7 +236,7 @@ def test_a_dropped_store_ends_its_thread(tmp_path):
     import gc
 
     gc.collect()
-    _wait(lambda: not _threads(), "the thread of a garbage-collected store to end")
+    wait_for(lambda: not _threads(), "the thread of a garbage-collected store to end")
 
 
 def test_a_store_used_from_a_forked_child_still_works(tmp_path):
