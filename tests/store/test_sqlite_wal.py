@@ -278,6 +278,33 @@ def test_a_store_used_from_a_forked_child_still_works(tmp_path):
     store.close()
 
 
+def test_fork_waits_while_a_checkpoint_thread_is_inside_sqlite():
+    """The fork hook: a child must not inherit SQLite's process-wide locks half-held by a
+    checkpoint thread, so ``os.fork()`` waits until the thread is out of SQLite."""
+    from tether.store import _sqlite_wal
+
+    forked_at: list[float] = []
+
+    def fork() -> None:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0)
+        forked_at.append(time.monotonic())
+        os.waitpid(pid, 0)
+
+    _sqlite_wal._IN_SQLITE.acquire()  # as a checkpoint thread does around each SQLite call
+    forker = threading.Thread(target=fork)
+    try:
+        forker.start()
+        time.sleep(0.3)
+        assert forked_at == []  # the fork is waiting
+    finally:
+        released = time.monotonic()
+        _sqlite_wal._IN_SQLITE.release()
+    forker.join(10)
+    assert len(forked_at) == 1 and forked_at[0] >= released
+
+
 def test_data_is_intact_after_sigkill_mid_run(tmp_path):
     """A child running 2,000 steps (background checkpoints every ~250) is SIGKILLed after its
     1,500th step committed; every committed step is there and the run resumes to the end."""
