@@ -1,4 +1,4 @@
-"""Peer workloads, run by ``benchmarks/.peers-venv/bin/python`` (never imports tether).
+"""LangGraph workloads, run by ``benchmarks/.peers-venv/bin/python`` (never imports tether).
 
 Runs LangGraph's equivalents of W1 (200-node linear graph, a counter) and W2 (300 steps each
 appending 1 KB of random text through a list reducer) with ``durability="sync"`` (each step's

@@ -1,9 +1,13 @@
-"""Peers: LangGraph (with its SQLite and Postgres checkpointers) on the same workloads.
+"""Peers: LangGraph and fastaiagent, each with its SQLite and Postgres checkpointers, on the
+same workloads.
 
 The peers live in their own venv, ``benchmarks/.peers-venv``, created here on first use when
-the package registry answers, so that their dependencies never touch tether's. Their
-workloads run as a child process (:mod:`benchmarks.peer_worker`) and the results are compared
-with ours as peer ÷ ours (above 1: the peer costs more).
+the package registry answers, so that their dependencies never touch tether's. Each peer is
+installed and checked on its own: one that cannot be installed or imported is reported as
+skipped with the reason, and the other still runs. Each peer's workloads run as a child
+process (:mod:`benchmarks.peer_worker` for LangGraph,
+:mod:`benchmarks.peer_worker_fastaiagent` for fastaiagent; neither imports tether) and the
+results are compared with ours as peer ÷ ours (above 1: the peer costs more).
 """
 
 from __future__ import annotations
@@ -14,59 +18,128 @@ import subprocess
 import sys
 import tempfile
 import venv
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .backends import PG_DSN, _bench_tmp
 from .report import REPS, Section, ratios
 
 VENV = Path(__file__).parent / ".peers-venv"
-PACKAGES = (
-    "langgraph",
-    "langgraph-checkpoint-sqlite",
-    "langgraph-checkpoint-postgres",
-    "psycopg[binary]",
-    "psycopg-pool",
-)
 PEER_BACKENDS = ("SQLite NORMAL", "SQLite FULL", "Postgres")
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """A peer framework: what to install, how to tell it is usable, which worker runs it."""
+
+    name: str
+    packages: tuple[str, ...]  # pip requirement strings, installed together
+    probe: str  # Python that imports everything the worker needs
+    worker: str  # file beside this module, run by the venv's python
+
+    @property
+    def distribution(self) -> str:
+        """The package whose presence on the registry decides whether to try installing."""
+        return self.packages[0].split("[")[0]
+
+
+PEERS = (
+    Peer(
+        "LangGraph",
+        (
+            "langgraph",
+            "langgraph-checkpoint-sqlite",
+            "langgraph-checkpoint-postgres",
+            "psycopg[binary]",
+            "psycopg-pool",
+        ),
+        "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres",
+        "peer_worker.py",
+    ),
+    Peer(
+        "fastaiagent",
+        # The [postgres] extra brings psycopg[binary,pool] for PostgresCheckpointer; the
+        # SQLite checkpointer needs only the standard library.
+        ("fastaiagent[postgres]",),
+        "import fastaiagent, fastaiagent.checkpointers.postgres, psycopg, psycopg_pool",
+        "peer_worker_fastaiagent.py",
+    ),
+)
 
 
 def _python() -> Path:
     return VENV / "bin" / "python"
 
 
-def ensure_venv() -> str | None:
-    """Create and fill the peers' venv if needed; the reason it cannot be used, or ``None``."""
-    py = _python()
-    if py.exists():
-        probe = subprocess.run(
-            [str(py), "-c", "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres"],
-            capture_output=True,
-            check=False,
-        )
-        if probe.returncode == 0:
-            return None
+def _import_error(peer: Peer) -> str | None:
+    """Why the venv cannot import ``peer`` (its last stderr line), or ``None`` if it can."""
+    if not _python().exists():
+        return "no venv"
+    probe = subprocess.run(
+        [str(_python()), "-c", peer.probe], capture_output=True, text=True, check=False
+    )
+    return None if probe.returncode == 0 else _last_line(probe.stderr)
+
+
+def _registry_error(peer: Peer) -> str | None:
+    """Why the registry cannot serve ``peer``, or ``None`` if it can."""
     with tempfile.TemporaryDirectory() as tmp:
         check = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, "langgraph"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                tmp,
+                peer.distribution,
+            ],
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
     if check.returncode != 0:
-        return f"the registry does not serve langgraph ({_last_line(check.stderr)})"
-    print("peers: creating benchmarks/.peers-venv (one time) ...", flush=True)
-    venv.create(VENV, with_pip=True, clear=True)
-    install = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", *PACKAGES],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if install.returncode != 0:
-        return f"pip install failed ({_last_line(install.stderr)})"
+        return f"the registry does not serve {peer.distribution} ({_last_line(check.stderr)})"
     return None
+
+
+def ensure_venv() -> dict[str, str | None]:
+    """Create the peers' venv and install what it lacks, one peer at a time.
+
+    Returns:
+        Peer name -> the reason it cannot be used, or ``None`` when it imports.
+    """
+    reasons: dict[str, str | None] = {p.name: None for p in PEERS}
+    missing = [p for p in PEERS if _import_error(p) is not None]
+    for peer in missing:
+        reason = _registry_error(peer)
+        if reason is not None:
+            reasons[peer.name] = reason
+            continue
+        if not _python().exists():
+            print("peers: creating benchmarks/.peers-venv (one time) ...", flush=True)
+            venv.create(VENV, with_pip=True, clear=True)
+        print(f"peers: installing {peer.name} into benchmarks/.peers-venv ...", flush=True)
+        install = subprocess.run(
+            [str(_python()), "-m", "pip", "install", "-q", *peer.packages],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if install.returncode != 0:
+            reasons[peer.name] = f"pip install failed ({_last_line(install.stderr)})"
+    # Probe every peer again: one install can upgrade a dependency the other one needs.
+    for peer in PEERS:
+        if reasons[peer.name] is None:
+            error = _import_error(peer)
+            if error is not None:
+                reasons[peer.name] = f"installed but does not import ({error})"
+    return reasons
 
 
 def _last_line(text: str) -> str:
@@ -74,61 +147,71 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def run_peers(ours: dict[str, dict[str, list[float]]]) -> list[Section]:
-    """Run the peer workloads and compare with ``ours`` (backend -> metric -> values).
-
-    ``ours`` uses the keys the peer worker reports: ``w1_ms``, ``w1_cpu_ms``, ``w2_last_ms``,
-    ``w2_row_bytes``, ``w2_file_bytes``.
-    """
-    sections = [Section("Peers", "fastaiagent", skipped="not wired in this first cut")]
-    reason = ensure_venv()
-    if reason is not None:
-        return [Section("Peers", "LangGraph", skipped=reason), *sections]
+def _run_worker(peer: Peer) -> dict[str, Any] | str:
+    """The worker's JSON (backend -> metric -> values), or why it produced none."""
     with tempfile.TemporaryDirectory(dir=_bench_tmp()) as tmp:
         proc = subprocess.run(
-            [
-                str(_python()),
-                str(Path(__file__).with_name("peer_worker.py")),
-                str(REPS),
-                tmp,
-                PG_DSN,
-            ],
+            [str(_python()), str(Path(__file__).with_name(peer.worker)), str(REPS), tmp, PG_DSN],
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=1800,
             check=False,
+            cwd=tmp,  # fastaiagent writes a project file into its working directory
             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         )
     if proc.returncode != 0:
-        return [
-            Section("Peers", "LangGraph", skipped=f"worker failed: {_last_line(proc.stderr)}"),
-            *sections,
-        ]
-    peer = json.loads(proc.stdout.strip().splitlines()[-1])
-    out = []
-    for backend in PEER_BACKENDS:
-        s = Section("Peers", f"LangGraph / {backend}")
-        got = peer.get(backend, {"skipped": "not run"})
-        mine = ours.get(backend)
-        if "skipped" in got:
-            s.skipped = got["skipped"]
-        elif mine is None:
-            s.skipped = f"tether did not run on {backend}"
-        else:
-            s.add("W1 wall / step", "ms", got["w1_ms"])
-            s.add("W1 wall: peer ÷ ours", "x", ratios(got["w1_ms"], mine["w1_ms"]))
-            s.add("W1 client CPU / step", "ms", got["w1_cpu_ms"])
-            s.add("W1 CPU: peer ÷ ours", "x", ratios(got["w1_cpu_ms"], mine["w1_cpu_ms"]))
-            s.add("W2 last 50 steps", "ms/step", got["w2_last_ms"])
-            s.add("W2 last50: peer ÷ ours", "x", ratios(got["w2_last_ms"], mine["w2_last_ms"]))
-            s.add("W2 row bytes", "B", got["w2_row_bytes"])
-            s.add(
-                "W2 row bytes: peer ÷ ours", "x", ratios(got["w2_row_bytes"], mine["w2_row_bytes"])
-            )
-            s.add(
-                "W2 store bytes: peer ÷ ours",
-                "x",
-                ratios(got["w2_file_bytes"], mine["w2_file_bytes"]),
-            )
-        out.append(s)
-    return [*out, *sections]
+        return f"worker failed: {_last_line(proc.stderr)}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_peers(ours: dict[str, dict[str, list[float]]]) -> list[Section]:
+    """Run the peer workloads and compare with ``ours`` (backend -> metric -> values).
+
+    ``ours`` uses the keys the peer workers report: ``w1_ms``, ``w1_cpu_ms``, ``w2_last_ms``,
+    ``w2_row_bytes``, ``w2_file_bytes`` and, when W3 ran, ``w3_resume_ms`` (resume of a
+    300-step run on a fresh checkpointer). A backend missing from ``ours`` is reported as
+    skipped; a metric missing from it gets no ratio row.
+    """
+    reasons = ensure_venv()
+    out: list[Section] = []
+    for peer in PEERS:
+        reason = reasons[peer.name]
+        got = _run_worker(peer) if reason is None else reason
+        if isinstance(got, str):
+            out.append(Section("Peers", peer.name, skipped=got))
+            continue
+        for backend in PEER_BACKENDS:
+            out.append(_section(peer.name, backend, got, ours.get(backend)))
+    return out
+
+
+def _section(
+    peer: str, backend: str, got: dict[str, Any], mine: dict[str, list[float]] | None
+) -> Section:
+    """One peer on one backend: its numbers and peer ÷ ours for each one we also have."""
+    s = Section("Peers", f"{peer} / {backend}")
+    theirs = got.get(backend, {"skipped": "not run"})
+    if "skipped" in theirs:
+        s.skipped = theirs["skipped"]
+        return s
+    if mine is None:
+        s.skipped = f"tether did not run on {backend}"
+        return s
+    # The version and the settings checked by the worker, as a note on the section's first row.
+    note = f"{peer} {got['version']}: {theirs['settings']}" if "version" in got else ""
+
+    def pair(name: str, unit: str, key: str, ratio_name: str) -> None:
+        if key not in theirs:
+            return
+        s.add(name, unit, theirs[key], note="" if s.metrics else note)
+        if key in mine:
+            s.add(ratio_name, "x", ratios(theirs[key], mine[key]))
+
+    pair("W1 wall / step", "ms", "w1_ms", "W1 wall: peer ÷ ours")
+    pair("W1 client CPU / step", "ms", "w1_cpu_ms", "W1 CPU: peer ÷ ours")
+    pair("W2 last 50 steps", "ms/step", "w2_last_ms", "W2 last50: peer ÷ ours")
+    pair("W2 row bytes", "B", "w2_row_bytes", "W2 row bytes: peer ÷ ours")
+    pair("W2 store bytes", "B", "w2_file_bytes", "W2 store bytes: peer ÷ ours")
+    pair("W3 resume, 300-step run", "ms", "w3_resume_ms", "W3 resume: peer ÷ ours")
+    return s
