@@ -1,4 +1,8 @@
-"""``python -m benchmarks``: run every workload on every backend, print and save the tables."""
+"""``python -m benchmarks``: run every workload on every backend, print and save the tables.
+
+``TETHER_BENCH_ONLY=W1,W2,PEERS`` runs only the named workloads (``PEERS``: the peer
+comparison, after the others, with ratios against whichever of W1-W3 ran) and saves nothing.
+"""
 
 from __future__ import annotations
 
@@ -70,6 +74,10 @@ def main() -> int:
     print(doc[0], flush=True)
     all_sections: list[Section] = []
     only = {w.strip().upper() for w in os.environ.get("TETHER_BENCH_ONLY", "").split(",") if w}
+    unknown = only - {title.split(":")[0].upper() for title, _ in WORKLOADS} - {"PEERS"}
+    if unknown:
+        print(f"TETHER_BENCH_ONLY: unknown {sorted(unknown)}", file=sys.stderr)
+        return 2
     for title, fn in WORKLOADS:
         if only and title.split(":")[0].upper() not in only:
             continue
@@ -99,20 +107,23 @@ def main() -> int:
         doc.append(table)
         all_sections.extend(sections)
 
+    if not only or "PEERS" in only:
+        ours = _ours_for_peers(all_sections)
+        t = time.perf_counter()
+        peer_sections = peers.run_peers(ours)
+        print(f"  (peers: {time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
+        table = render(
+            "Peers: LangGraph and fastaiagent on W1, W2 and W3 "
+            "(peer ÷ ours: above 1, the peer costs more)",
+            peer_sections,
+        )
+        print(table, flush=True)
+        doc.append(table)
+        all_sections.extend(peer_sections)
+
     if only:  # a partial run is for looking; it never replaces the full results
         print(_summary(all_sections, time.perf_counter() - started))
         return 0
-    ours = _ours_for_peers(all_sections)
-    t = time.perf_counter()
-    peer_sections = peers.run_peers(ours)
-    print(f"  (peers: {time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
-    table = render(
-        "Peers: LangGraph on W1 and W2 (peer ÷ ours: above 1, the peer costs more)", peer_sections
-    )
-    print(table, flush=True)
-    doc.append(table)
-    all_sections.extend(peer_sections)
-
     shutil.rmtree(_bench_tmp(), ignore_errors=True)
     summary = _summary(all_sections, time.perf_counter() - started)
     print(summary)
@@ -138,13 +149,17 @@ def main() -> int:
 
 
 def _ours_for_peers(sections: list[Section]) -> dict[str, dict[str, list[float]]]:
-    """Our W1 and W2 numbers under the keys the peer worker uses."""
+    """Our W1, W2 and W3 numbers under the keys the peer workers use: backend -> key -> values.
+
+    A backend maps only the keys of the workloads that ran on it.
+    """
     keys = {
         ("W1", "tether wall / step"): "w1_ms",
         ("W1", "tether client CPU / step"): "w1_cpu_ms",
         ("W2", "last 50 steps"): "w2_last_ms",
         ("W2", "row bytes"): "w2_row_bytes",
         ("W2", "store bytes (file / relations)"): "w2_file_bytes",
+        ("W3", "resume, 300-step run, fresh checkpointer"): "w3_resume_ms",
     }
     out: dict[str, dict[str, list[float]]] = {}
     for s in sections:
@@ -152,7 +167,7 @@ def _ours_for_peers(sections: list[Section]) -> dict[str, dict[str, list[float]]
             key = keys.get((s.workload, m.name))
             if key is not None:
                 out.setdefault(s.backend, {})[key] = m.values
-    return {b: v for b, v in out.items() if len(v) == len(keys)}
+    return out
 
 
 def _summary(sections: list[Section], seconds: float) -> str:
