@@ -163,8 +163,13 @@ def _w3_chain(store: Any, armed: list[bool]) -> Any:
     return _counter_chain("w3", store, [_inc] * (W3_STEPS - 1) + [last])
 
 
-def w3(open_store: Callable[[], Any], reps: int) -> dict[str, list[float]]:
-    """Per repetition: fail a fresh run at its last step, then time one resume of it."""
+def w3(
+    open_store: Callable[[], Any], reps: int, check: Callable[[Any], None] = lambda store: None
+) -> dict[str, list[float]]:
+    """Per repetition: fail a fresh run at its last step, then time one resume of it.
+
+    ``check`` is called with the resuming store after each resume (and may raise).
+    """
     armed = [False]
     builder = open_store()
     resume_ms = []
@@ -183,6 +188,7 @@ def w3(open_store: Callable[[], Any], reps: int) -> dict[str, list[float]]:
         out = asyncio.run(chain.resume(eid))
         resume_ms.append((time.perf_counter() - t) * 1e3)
         assert out.status == "completed" and out.final_state["n"] == W3_STEPS, out
+        check(store)
         store.close()
     builder.close()
     return {"w3_resume_ms": resume_ms}
@@ -257,7 +263,9 @@ def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
         os.remove(path)  # about 90 MB each
     out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
     path = os.path.join(tmp, f"fa-w3-{sync}.db")
-    out.update(w3(lambda: _sqlite_store(path, sync), reps))
+    out.update(
+        w3(lambda: _sqlite_store(path, sync), reps, lambda s: _check_sqlite_settings(s, sync))
+    )
     out["settings"] = f"WAL, synchronous={sync} (set on the checkpointer's connection)"
     return out
 
