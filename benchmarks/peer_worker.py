@@ -1,7 +1,8 @@
 """LangGraph workloads, run by ``benchmarks/.peers-venv/bin/python`` (never imports tether).
 
-Runs LangGraph's equivalents of W1 (200-node linear graph, a counter) and W2 (300 steps each
-appending 1 KB of random text through a list reducer) with ``durability="sync"`` (each step's
+Runs LangGraph's equivalents of W1 (200-node linear graph, a counter), W2 (300 steps each
+appending 1 KB of random text through a list reducer) and W3 (resume of a 300-node run that
+failed at its last node, on a saver opened just before) with ``durability="sync"`` (each step's
 checkpoint written before the next step starts, as tether does), on SQLite WAL NORMAL, FULL
 and Postgres (a fresh schema, dropped after). Prints one JSON object: ``{backend: {metric:
 [values]}}`` with ms per step, bytes and the reason for anything skipped.
@@ -21,10 +22,12 @@ import string
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 W1_STEPS = 200
 W2_STEPS = 300
+W3_STEPS = 300
 
 
 class Counter(TypedDict):
@@ -46,9 +49,12 @@ def _graph(schema: type, fns: list[Any], saver: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _invoke(graph: Any, state: dict[str, Any]) -> Any:
-    config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 10_000}
-    return graph.invoke(state, config, durability="sync")
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
+
+
+def _invoke(graph: Any, state: dict[str, Any] | None, thread_id: str | None = None) -> Any:
+    return graph.invoke(state, _config(thread_id or uuid.uuid4().hex), durability="sync")
 
 
 def _chunks() -> list[str]:
@@ -88,6 +94,46 @@ def w2_once(saver: Any) -> tuple[float, float]:
     return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
 
 
+def w3(open_saver: Callable[[], tuple[Any, Callable[[], None]]], reps: int) -> list[float]:
+    """Per repetition: a ``W3_STEPS``-node counter run fails at its last node; then, on a
+    saver opened just before (as another process would; untimed), time the resume
+    (``invoke(None)`` on the same thread: LangGraph re-runs the failed node), which completes.
+
+    ``open_saver`` returns ``(saver, close)``. Returns ms per resume.
+    """
+    armed = [False]
+
+    def last(state: dict[str, Any]) -> dict[str, Any]:
+        if armed[0]:
+            armed[0] = False
+            raise RuntimeError("the last step fails once")
+        return {"n": state["n"] + 1}
+
+    def graph_on(saver: Any) -> Any:
+        return _graph(Counter, [lambda s: {"n": s["n"] + 1}] * (W3_STEPS - 1) + [last], saver)
+
+    builder, close_builder = open_saver()
+    resume_ms = []
+    for _ in range(reps):
+        thread_id = uuid.uuid4().hex
+        armed[0] = True
+        try:
+            _invoke(graph_on(builder), {"n": 0}, thread_id)
+        except RuntimeError as exc:
+            if "the last step fails once" not in str(exc):
+                raise
+        assert not armed[0], "W3: the run did not reach its last node"
+        saver, close = open_saver()
+        graph = graph_on(saver)
+        t = time.perf_counter()
+        out = _invoke(graph, None, thread_id)
+        resume_ms.append((time.perf_counter() - t) * 1e3)
+        assert out["n"] == W3_STEPS, out
+        close()
+    close_builder()
+    return resume_ms
+
+
 def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -123,6 +169,13 @@ def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
         file_b.append(size)
         row_b.append(rows)
     out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
+    w3_path = os.path.join(tmp, f"peer-w3-{sync}.db")
+
+    def open_w3() -> tuple[Any, Callable[[], None]]:
+        saver, conn = open_saver(w3_path)
+        return saver, conn.close
+
+    out["w3_resume_ms"] = w3(open_w3, reps)
     return out
 
 
@@ -134,14 +187,22 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
     schema = f"peer_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with psycopg.connect(
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(
             dsn,
             autocommit=True,
             prepare_threshold=0,
-            row_factory=dict_row,
+            row_factory=dict_row,  # type: ignore[arg-type]
             options=f"-c search_path={schema}",
-        ) as conn:
+        )
+
+    def open_w3() -> tuple[Any, Callable[[], None]]:
+        conn = connect()
+        return PostgresSaver(conn), conn.close
+
+    try:
+        with connect() as conn:
             saver = PostgresSaver(conn)
             saver.setup()
             out: dict[str, Any] = w1(saver, reps)
@@ -168,7 +229,8 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
                 file_b.append(total)
                 row_b.append(rows)
             out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
-            return out
+        out["w3_resume_ms"] = w3(open_w3, reps)
+        return out
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
