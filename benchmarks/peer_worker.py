@@ -25,6 +25,8 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
+from peer_common import each_backend
+
 W1_STEPS = 200
 W2_STEPS = 300
 W3_STEPS = 300
@@ -238,16 +240,7 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
 
 def main() -> None:
     reps, tmp, dsn = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    results: dict[str, Any] = {}
-    for sync in ("NORMAL", "FULL"):
-        try:
-            results[f"SQLite {sync}"] = sqlite_backend(tmp, sync, reps)
-        except Exception as exc:  # report, do not hide: the parent prints the reason
-            results[f"SQLite {sync}"] = {"skipped": f"{type(exc).__name__}: {exc}"}
-    try:
-        results["Postgres"] = postgres_backend(dsn, reps)
-    except Exception as exc:
-        results["Postgres"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+    results = each_backend(sqlite_backend, postgres_backend, reps, tmp, dsn)
     print(json.dumps(results))
 
 

@@ -64,6 +64,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from peer_common import each_backend
+
 W1_STEPS = 200
 W2_STEPS = 300
 W3_STEPS = 300
@@ -329,15 +331,7 @@ def main() -> None:
     import fastaiagent
 
     results: dict[str, Any] = {"version": fastaiagent.__version__}
-    for sync in ("NORMAL", "FULL"):
-        try:
-            results[f"SQLite {sync}"] = sqlite_backend(tmp, sync, reps)
-        except Exception as exc:  # report, do not hide: the parent prints the reason
-            results[f"SQLite {sync}"] = {"skipped": f"{type(exc).__name__}: {exc}"}
-    try:
-        results["Postgres"] = postgres_backend(dsn, reps)
-    except Exception as exc:
-        results["Postgres"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+    results.update(each_backend(sqlite_backend, postgres_backend, reps, tmp, dsn))
     if os.path.exists(sink):
         raise RuntimeError(f"tracing is off, yet fastaiagent wrote its trace store {sink}")
     print(json.dumps(results))
