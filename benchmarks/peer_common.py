@@ -38,3 +38,30 @@ def each_backend(
         except Exception as exc:
             results[name] = {"skipped": f"{type(exc).__name__}: {exc}"}
     return results
+
+
+def pg_schema_bytes(conn: Any, schema: str) -> tuple[int, int]:
+    """Space the tables of ``schema`` use, as tether's bench measures its own Postgres store.
+
+    Args:
+        conn: a psycopg connection (any row factory) to the server holding ``schema``.
+
+    Returns:
+        ``(store_bytes, row_bytes)``: ``pg_total_relation_size`` (heap, TOAST, indexes) and
+        ``pg_column_size`` of every row, each summed over the schema's tables.
+    """
+    from psycopg.rows import tuple_row
+
+    cur = conn.cursor(row_factory=tuple_row)
+    tables = [
+        r[0]
+        for r in cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
+    ]
+    store = rows = 0
+    for t in tables:
+        q = f'"{schema}"."{t}"'
+        store += cur.execute("SELECT pg_total_relation_size(%s)", (q,)).fetchone()[0]
+        rows += cur.execute(f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {q} t").fetchone()[
+            0
+        ]
+    return store, rows

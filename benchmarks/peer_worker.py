@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from peer_common import each_backend
+from peer_common import each_backend, pg_schema_bytes
 
 W1_STEPS = 200
 W2_STEPS = 300
@@ -214,20 +214,7 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
                 f, la = w2_once(saver)
                 first.append(f)
                 last.append(la)
-                tables = [
-                    r["tablename"]
-                    for r in conn.execute(
-                        "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-                    )
-                ]
-                total = rows = 0
-                for t in tables:
-                    q = f'"{schema}"."{t}"'
-                    size = conn.execute("SELECT pg_total_relation_size(%s) AS b", (q,))
-                    total += size.fetchone()["b"]
-                    rows += conn.execute(
-                        f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) AS b FROM {q} t"
-                    ).fetchone()["b"]
+                total, rows = pg_schema_bytes(conn, schema)
                 file_b.append(total)
                 row_b.append(rows)
             out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)

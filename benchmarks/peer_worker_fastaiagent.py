@@ -64,7 +64,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from peer_common import each_backend
+from peer_common import each_backend, pg_schema_bytes
 
 W1_STEPS = 200
 W2_STEPS = 300
@@ -292,27 +292,13 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
         first, last, file_b, row_b = [], [], [], []
         with psycopg.connect(dsn, autocommit=True) as conn:
             for _ in range(reps):
-                tables = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-                    )
-                ]
                 conn.execute(
                     "TRUNCATE " + ", ".join(f'"{schema}"."{t}"' for t in CHECKPOINT_TABLES)
                 )
                 f, la = w2_once(store)
                 first.append(f)
                 last.append(la)
-                total = rows = 0
-                for t in tables:
-                    q = f'"{schema}"."{t}"'
-                    size = conn.execute("SELECT pg_total_relation_size(%s)", (q,)).fetchone()
-                    total += size[0] if size else 0
-                    got = conn.execute(
-                        f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {q} t"
-                    ).fetchone()
-                    rows += got[0] if got else 0
+                total, rows = pg_schema_bytes(conn, schema)
                 file_b.append(total)
                 row_b.append(rows)
         store.close()
