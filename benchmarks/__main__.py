@@ -1,7 +1,9 @@
 """``python -m benchmarks``: run every workload on every backend, print and save the tables.
 
 ``TETHER_BENCH_ONLY=W1,W2,PEERS`` runs only the named workloads (``PEERS``: the peer
-comparison, after the others, with ratios against whichever of W1-W3 ran) and saves nothing.
+comparison, after the others, with ratios against whichever of W1-W3 ran). Only a full run at
+full repetitions writes ``results/latest.md``: a partial or ``TETHER_BENCH_QUICK=1`` run only
+prints.
 """
 
 from __future__ import annotations
@@ -55,10 +57,12 @@ def header() -> str:
             f"{platform.system()} {platform.release()}, {os.cpu_count()} cores, "
             f"load average at start {load}",
             f"- {REPS} repetitions per measurement{' (TETHER_BENCH_QUICK=1)' if QUICK else ''}; "
-            "median, min-max over repetitions; ratios are per-repetition pairs",
+            "median, min-max over repetitions. A ratio of tether to its floor pairs each "
+            "repetition with the floor's, measured side by side in one process; a peer ratio "
+            "is the peer's median ÷ ours, from a separate process run after ours.",
             "- **Noise:** a 2-core machine shared with other engineers' test runs; single "
-            "numbers can move by 2x between runs. Read the ratios (measured side by side) "
-            "before the absolute times.",
+            "numbers can move by 2x between runs. Read the side-by-side ratios before the "
+            "absolute times.",
             "- floor = the same database through the plain driver: one small-row INSERT "
             "committed on its own per step (sqlite3 with the same PRAGMAs; psycopg).",
             "",
@@ -66,18 +70,33 @@ def header() -> str:
     )
 
 
+def _selection() -> set[str] | str:
+    """The workloads ``TETHER_BENCH_ONLY`` names (upper case; empty: all), or why it is wrong."""
+    raw = os.environ.get("TETHER_BENCH_ONLY")
+    if raw is None:
+        return set()
+    only = {w.strip().upper() for w in raw.split(",") if w.strip()}
+    valid = [title.split(":")[0].upper() for title, _ in WORKLOADS] + ["PEERS"]
+    unknown = sorted(only - set(valid))
+    if not only or unknown:
+        return (
+            f"TETHER_BENCH_ONLY={raw!r}: {'unknown ' + str(unknown) if unknown else 'empty'}; "
+            f"name one or more of {', '.join(valid)}, comma-separated"
+        )
+    return only
+
+
 def main() -> int:
+    only = _selection()
+    if isinstance(only, str):
+        print(only, file=sys.stderr)
+        return 2
     started = time.perf_counter()
     backends = all_backends()
     unavailable = {b.name: b.unavailable() for b in backends}
     doc = [header()]
     print(doc[0], flush=True)
     all_sections: list[Section] = []
-    only = {w.strip().upper() for w in os.environ.get("TETHER_BENCH_ONLY", "").split(",") if w}
-    unknown = only - {title.split(":")[0].upper() for title, _ in WORKLOADS} - {"PEERS"}
-    if unknown:
-        print(f"TETHER_BENCH_ONLY: unknown {sorted(unknown)}", file=sys.stderr)
-        return 2
     for title, fn in WORKLOADS:
         if only and title.split(":")[0].upper() not in only:
             continue
@@ -110,19 +129,25 @@ def main() -> int:
     if not only or "PEERS" in only:
         ours = _ours_for_peers(all_sections)
         t = time.perf_counter()
-        peer_sections = peers.run_peers(ours)
+        try:
+            peer_sections = peers.run_peers(ours)
+        except Exception as exc:  # the peers must not cost the results measured above
+            traceback.print_exc()
+            peer_sections = [Section("Peers", "all peers", skipped=f"{type(exc).__name__}: {exc}")]
         print(f"  (peers: {time.perf_counter() - t:.1f} s)", file=sys.stderr, flush=True)
         table = render(
-            "Peers: LangGraph and fastaiagent on W1, W2 and W3 "
-            "(peer ÷ ours: above 1, the peer costs more)",
+            "Peers: LangGraph and fastaiagent on W1, W2 and W3 (peer ÷ ours: above 1, the peer "
+            "costs more)",
             peer_sections,
         )
         print(table, flush=True)
         doc.append(table)
         all_sections.extend(peer_sections)
 
-    if only:  # a partial run is for looking; it never replaces the full results
+    if only or QUICK:  # for looking: only a full run at full repetitions replaces the results
         print(_summary(all_sections, time.perf_counter() - started))
+        why = "a partial run (TETHER_BENCH_ONLY)" if only else "a quick run (TETHER_BENCH_QUICK=1)"
+        print(f"{why}: benchmarks/results/latest.md left as it was", file=sys.stderr)
         return 0
     shutil.rmtree(_bench_tmp(), ignore_errors=True)
     summary = _summary(all_sections, time.perf_counter() - started)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,10 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from .backends import PG_DSN, _bench_tmp
-from .report import REPS, Section, ratios
+from .report import REPS, Section
 
 VENV = Path(__file__).parent / ".peers-venv"
 PEER_BACKENDS = ("SQLite NORMAL", "SQLite FULL", "Postgres")
+RATIO_NOTE = (
+    "median ÷ median: the peer ran after tether, not interleaved with it, so a ratio near 1 is "
+    "within this machine's run-to-run noise"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,20 +77,37 @@ def _python() -> Path:
     return VENV / "bin" / "python"
 
 
+def _run(
+    cmd: list[str], timeout_seconds: float, **kwargs: Any
+) -> subprocess.CompletedProcess[str] | str:
+    """Run ``cmd`` capturing text output; why it could not finish (it timed out, or could not
+    start) instead of raising, so that a stuck registry or worker costs only its peer."""
+    try:
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout_seconds, check=False, **kwargs
+        )
+    except subprocess.TimeoutExpired:
+        return f"{Path(cmd[0]).name} {' '.join(cmd[1:3])} did not finish in {timeout_seconds:.0f} s"
+    except OSError as exc:
+        return f"could not start {cmd[0]}: {exc}"
+
+
 def _import_error(peer: Peer) -> str | None:
     """Why the venv cannot import ``peer`` (its last stderr line), or ``None`` if it can."""
     if not _python().exists():
         return "no venv"
-    probe = subprocess.run(
-        [str(_python()), "-c", peer.probe], capture_output=True, text=True, check=False
-    )
+    probe = _run([str(_python()), "-c", peer.probe], 120)
+    if isinstance(probe, str):
+        return probe
     return None if probe.returncode == 0 else _last_line(probe.stderr)
 
 
 def _registry_error(peer: Peer) -> str | None:
     """Why the registry cannot serve ``peer``, or ``None`` if it can."""
     with tempfile.TemporaryDirectory() as tmp:
-        check = subprocess.run(
+        # pip's own timeout per request, so that a registry that never answers fails here
+        # and not on this call's limit.
+        check = _run(
             [
                 sys.executable,
                 "-m",
@@ -93,15 +115,18 @@ def _registry_error(peer: Peer) -> str | None:
                 "download",
                 "--no-deps",
                 "-q",
+                "--timeout",
+                "20",
+                "--retries",
+                "1",
                 "-d",
                 tmp,
                 peer.distribution,
             ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+            180,
         )
+    if isinstance(check, str):
+        return f"could not ask the registry for {peer.distribution} ({check})"
     if check.returncode != 0:
         return f"the registry does not serve {peer.distribution} ({_last_line(check.stderr)})"
     return None
@@ -124,14 +149,10 @@ def ensure_venv() -> dict[str, str | None]:
             print("peers: creating benchmarks/.peers-venv (one time) ...", flush=True)
             venv.create(VENV, with_pip=True, clear=True)
         print(f"peers: installing {peer.name} into benchmarks/.peers-venv ...", flush=True)
-        install = subprocess.run(
-            [str(_python()), "-m", "pip", "install", "-q", *peer.packages],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if install.returncode != 0:
+        install = _run([str(_python()), "-m", "pip", "install", "-q", *peer.packages], 900)
+        if isinstance(install, str):
+            reasons[peer.name] = f"pip install failed ({install})"
+        elif install.returncode != 0:
             reasons[peer.name] = f"pip install failed ({_last_line(install.stderr)})"
     # Probe every peer again: one install can upgrade a dependency the other one needs.
     for peer in PEERS:
@@ -147,21 +168,37 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+def _worker_dsn() -> str:
+    """The bench's Postgres DSN with a connect timeout, so that a server that never answers
+    fails the peer's Postgres backend in seconds (as tether's own probe does) instead of
+    hanging its worker."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    if "connect_timeout" in conninfo_to_dict(PG_DSN):
+        return PG_DSN
+    return make_conninfo(PG_DSN, connect_timeout=5)
+
+
 def _run_worker(peer: Peer) -> dict[str, Any] | str:
     """The worker's JSON (backend -> metric -> values), or why it produced none."""
+    worker = str(Path(__file__).with_name(peer.worker))
     with tempfile.TemporaryDirectory(dir=_bench_tmp()) as tmp:
-        proc = subprocess.run(
-            [str(_python()), str(Path(__file__).with_name(peer.worker)), str(REPS), tmp, PG_DSN],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
+        proc = _run(
+            [str(_python()), worker, str(REPS), tmp, _worker_dsn()],
+            1800,
             cwd=tmp,  # fastaiagent writes a project file into its working directory
             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         )
+    if isinstance(proc, str):
+        return f"worker failed: {proc}"
     if proc.returncode != 0:
         return f"worker failed: {_last_line(proc.stderr)}"
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        result = json.loads(_last_line(proc.stdout))
+    except ValueError:
+        return f"worker printed no JSON result (last line: {_last_line(proc.stdout)[:200]!r})"
+    if not isinstance(result, dict):
+        return f"worker printed {type(result).__name__}, not a JSON object"
     return result
 
 
@@ -170,8 +207,9 @@ def run_peers(ours: dict[str, dict[str, list[float]]]) -> list[Section]:
 
     ``ours`` uses the keys the peer workers report: ``w1_ms``, ``w1_cpu_ms``, ``w2_last_ms``,
     ``w2_row_bytes``, ``w2_file_bytes`` and, when W3 ran, ``w3_resume_ms`` (resume of a
-    300-step run on a fresh checkpointer). A backend missing from ``ours`` is reported as
-    skipped; a metric missing from it gets no ratio row.
+    300-step run on a fresh checkpointer). A metric missing from ``ours`` (the
+    workload did not run, as under ``TETHER_BENCH_ONLY=PEERS``) gets the peer's values and no
+    ratio row.
     """
     reasons = ensure_venv()
     out: list[Section] = []
@@ -195,9 +233,7 @@ def _section(
     if "skipped" in theirs:
         s.skipped = theirs["skipped"]
         return s
-    if mine is None:
-        s.skipped = f"tether did not run on {backend}"
-        return s
+    mine = mine or {}
     # The version and the settings checked by the worker, as a note on the section's first row.
     note = f"{peer} {got['version']}: {theirs['settings']}" if "version" in got else ""
 
@@ -206,7 +242,10 @@ def _section(
             return
         s.add(name, unit, theirs[key], note="" if s.metrics else note)
         if key in mine:
-            s.add(ratio_name, "x", ratios(theirs[key], mine[key]))
+            # The peer ran in another process minutes after ours: its repetitions pair with
+            # none of ours, so the ratio is of the medians (one value, no range).
+            ratio = statistics.median(theirs[key]) / statistics.median(mine[key])
+            s.add(ratio_name, "x", [ratio], note=RATIO_NOTE)
 
     pair("W1 wall / step", "ms", "w1_ms", "W1 wall: peer ÷ ours")
     pair("W1 client CPU / step", "ms", "w1_cpu_ms", "W1 CPU: peer ÷ ours")

@@ -112,6 +112,12 @@ def _num(v: float) -> str:
     return f"{v:.3g}"
 
 
+def _cell(text: str) -> str:
+    """``text`` as one markdown table cell: on one line, its pipes escaped (a driver's error
+    message can hold both)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def render(title: str, sections: list[Section]) -> str:
     """A markdown table for one workload across backends."""
     lines = [
@@ -123,7 +129,7 @@ def render(title: str, sections: list[Section]) -> str:
     notes: list[str] = []
     for s in sections:
         if s.skipped is not None:
-            lines.append(f"| {s.backend} | skipped: {s.skipped} | | | | | | |")
+            lines.append(f"| {s.backend} | skipped: {_cell(s.skipped)} | | | | | | |")
             continue
         for m in s.metrics:
             rng = f"{_num(min(m.values))}-{_num(max(m.values))}" if len(m.values) > 1 else ""
