@@ -91,7 +91,8 @@ def w2_once(saver: Any) -> tuple[float, float]:
 
     graph = _graph(Log, [make(i) for i in range(W2_STEPS)], saver)
     _invoke(graph, {"log": []})
-    marks.append(time.perf_counter())
+    # Between consecutive node starts, as tether's W2: the last node's checkpoint and the
+    # return are not in the last 50.
     steps = [b - a for a, b in itertools.pairwise(marks)]
     return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
 
@@ -126,6 +127,9 @@ def w3(open_saver: Callable[[], tuple[Any, Callable[[], None]]], reps: int) -> l
                 raise
         assert not armed[0], "W3: the run did not reach its last node"
         saver, close = open_saver()
+        # Untimed, as tether's fresh checkpointer reads its run row first: one read of the
+        # saver's table on the new connection, not of the checkpoint resume loads.
+        saver.conn.execute("SELECT 1 FROM checkpoints LIMIT 0").fetchall()
         graph = graph_on(saver)
         t = time.perf_counter()
         out = _invoke(graph, None, thread_id)
@@ -140,7 +144,9 @@ def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     def open_saver(path: str) -> tuple[Any, sqlite3.Connection]:
-        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        # As SqliteSaver.from_conn_string opens it (default isolation level: the saver commits
+        # each step's checkpoint and writes together), with the bench's PRAGMAs.
+        conn = sqlite3.connect(path, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {sync}")
         saver = SqliteSaver(conn)
@@ -150,6 +156,13 @@ def sqlite_backend(tmp: str, sync: str, reps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     saver, conn = open_saver(os.path.join(tmp, f"peer-w1-{sync}.db"))
     out.update(w1(saver, reps))
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0].upper()
+    level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}[
+        conn.execute("PRAGMA synchronous").fetchone()[0]
+    ]
+    if (mode, level) != ("WAL", sync):
+        raise RuntimeError(f"asked for WAL + synchronous={sync}, the saver ran {mode} + {level}")
+    out["settings"] = f"{mode}, synchronous={level} (read back after W1)"
     conn.close()
     first, last, file_b, row_b = [], [], [], []
     for rep in range(reps):
@@ -219,6 +232,7 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
                 row_b.append(rows)
             out.update(w2_first_ms=first, w2_last_ms=last, w2_file_bytes=file_b, w2_row_bytes=row_b)
         out["w3_resume_ms"] = w3(open_w3, reps)
+        out["settings"] = f"schema {schema} (dropped after)"
         return out
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
@@ -227,7 +241,14 @@ def postgres_backend(dsn: str, reps: int) -> dict[str, Any]:
 
 def main() -> None:
     reps, tmp, dsn = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    results = each_backend(sqlite_backend, postgres_backend, reps, tmp, dsn)
+    from importlib.metadata import version
+
+    results: dict[str, Any] = {
+        "version": f"{version('langgraph')} (checkpoint-sqlite "
+        f"{version('langgraph-checkpoint-sqlite')}, checkpoint-postgres "
+        f"{version('langgraph-checkpoint-postgres')})"
+    }
+    results.update(each_backend(sqlite_backend, postgres_backend, reps, tmp, dsn))
     print(json.dumps(results))
 
 

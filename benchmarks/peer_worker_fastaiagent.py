@@ -21,8 +21,8 @@ comparable:
   templates, so the list is carried by the node closure rather than re-parsed from state on
   every step: that spares fastaiagent a JSON render and parse of the whole list per step, so
   it can only flatter the peer. ms per step over the last 50 steps (a step = one node's start
-  to the next node's start; the last one ends when ``execute`` returns), row bytes and store
-  bytes after the run, on a fresh store per repetition.
+  to the next node's start, as tether's W2: the last node's checkpoint and the return are
+  not in it), row bytes and store bytes after the run, on a fresh store per repetition.
 - W3 (resume): a 300-node chain whose last node raises on its first call. The run fails
   (fastaiagent writes a ``failed`` run-end row); a checkpointer opened on the same store (its
   connection opened untimed, as a new process would) then times ``Chain.resume(eid)``: load
@@ -146,8 +146,9 @@ def w2_once(store: Any) -> tuple[float, float]:
 
     chain = _linear_chain("w2", store, [make(i) for i in range(W2_STEPS)], output_key="log")
     out = chain.execute({"log": []}, trace=False)
-    marks.append(time.perf_counter())
     assert out.status == "completed" and out.final_state["log"] == chunks
+    # Between consecutive node starts, as tether's W2: the last node's checkpoint, the run
+    # end and the return are not in the last 50.
     steps = [b - a for a, b in itertools.pairwise(marks)]
     return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
 
