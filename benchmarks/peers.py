@@ -87,7 +87,7 @@ def _run(
             cmd, capture_output=True, text=True, timeout=timeout_seconds, check=False, **kwargs
         )
     except subprocess.TimeoutExpired:
-        return f"{Path(cmd[0]).name} {' '.join(cmd[1:3])} did not finish in {timeout_seconds:.0f} s"
+        return f"{Path(cmd[0]).name} {' '.join(cmd[1:3])} did not finish in {timeout_seconds:g} s"
     except OSError as exc:
         return f"could not start {cmd[0]}: {exc}"
 

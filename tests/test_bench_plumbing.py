@@ -1,0 +1,61 @@
+"""The plumbing of ``make bench`` (not its numbers): the workload selection, the tables, and
+the peer runner's failures turned into skip reasons instead of tracebacks."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from benchmarks import __main__ as bench
+from benchmarks import peers
+from benchmarks.report import Section, render
+
+
+def test_only_names_workloads_in_any_case_and_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_BENCH_ONLY", " w1 , Peers,")
+    assert bench._selection() == {"W1", "PEERS"}
+    monkeypatch.delenv("TETHER_BENCH_ONLY")
+    assert bench._selection() == set()  # unset: everything
+
+
+@pytest.mark.parametrize(("value", "says"), [(",", "empty"), (" ", "empty"), ("w9", "'W9'")])
+def test_a_bad_only_is_refused_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, says: str
+) -> None:
+    monkeypatch.setenv("TETHER_BENCH_ONLY", value)
+    assert bench.main() == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no header printed, no backend probed
+    assert says in err and "W1, W2, W3, W4, W5, MEMORY, PEERS" in err
+
+
+def test_a_skip_reason_stays_on_its_table_row() -> None:
+    reason = "connection failed: port 1 | refused\n\tIs the server running on that host?"
+    table = render("W1", [Section("W1", "Postgres", skipped=reason)])
+    rows = [line for line in table.splitlines() if line.startswith("| Postgres")]
+    assert rows == [
+        "| Postgres | skipped: connection failed: port 1 \\| refused Is the server running on "
+        "that host? | | | | | | |"
+    ]
+
+
+def test_a_peer_command_that_hangs_or_cannot_start_becomes_a_reason() -> None:
+    hung = peers._run([sys.executable, "-c", "import time; time.sleep(30)"], 0.5)
+    assert isinstance(hung, str) and "did not finish in 0.5 s" in hung
+    missing = peers._run(["/nonexistent/python", "-c", "pass"], 5)
+    assert isinstance(missing, str) and missing.startswith("could not start /nonexistent/python")
+    ok = peers._run([sys.executable, "-c", "print('hi')"], 30)
+    assert not isinstance(ok, str) and ok.stdout == "hi\n"
+
+
+def test_peer_values_are_kept_without_ours_and_ratios_are_of_medians() -> None:
+    got = {"version": "9.9", "Postgres": {"w1_ms": [1.0, 3.0, 2.0], "settings": "schema x"}}
+    alone = peers._section("Peer", "Postgres", got, None)
+    assert alone.skipped is None
+    assert [(m.name, m.values) for m in alone.metrics] == [("W1 wall / step", [1.0, 3.0, 2.0])]
+    paired = peers._section("Peer", "Postgres", got, {"w1_ms": [0.5, 0.25, 1.0]})
+    ratio = paired.metrics[1]
+    assert ratio.name == "W1 wall: peer ÷ ours" and ratio.values == [4.0]  # 2.0 ÷ 0.5
+    skipped = peers._section("Peer", "SQLite FULL", got, None)
+    assert skipped.skipped == "not run"
