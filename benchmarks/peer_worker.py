@@ -4,32 +4,34 @@ Runs LangGraph's equivalents of W1 (200-node linear graph, a counter), W2 (300 s
 appending 1 KB of random text through a list reducer) and W3 (resume of a 300-node run that
 failed at its last node, on a saver opened just before) with ``durability="sync"`` (each step's
 checkpoint written before the next step starts, as tether does), on SQLite WAL NORMAL, FULL
-and Postgres (a fresh schema, dropped after). Prints one JSON object: ``{backend: {metric:
-[values]}}`` with ms per step, bytes and the reason for anything skipped.
+and Postgres (a fresh schema, dropped after). Prints one JSON object: ``{"version": str,
+backend: {metric: [values], "settings": str}}`` with ms per step, ms per resume, bytes, the
+settings read back, or ``{"skipped": reason}`` for a backend that failed.
 
 Usage: ``python peer_worker.py REPS TMPDIR PG_DSN``
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import os
-import random
 import sqlite3
-import string
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from peer_common import each_backend, pg_schema_bytes
-
-W1_STEPS = 200
-W2_STEPS = 300
-W3_STEPS = 300
+from peer_common import (
+    W1_STEPS,
+    W2_STEPS,
+    W3_STEPS,
+    each_backend,
+    first_last_ms,
+    pg_schema_bytes,
+    w2_chunks,
+)
 
 
 class Counter(TypedDict):
@@ -59,12 +61,6 @@ def _invoke(graph: Any, state: dict[str, Any] | None, thread_id: str | None = No
     return graph.invoke(state, _config(thread_id or uuid.uuid4().hex), durability="sync")
 
 
-def _chunks() -> list[str]:
-    rng = random.Random(8)
-    alphabet = string.ascii_letters + string.digits + "      "
-    return ["".join(rng.choices(alphabet, k=1024)) for _ in range(W2_STEPS)]
-
-
 def w1(saver: Any, reps: int) -> dict[str, list[float]]:
     graph = _graph(Counter, [lambda s: {"n": s["n"] + 1}] * W1_STEPS, saver)
     _invoke(graph, {"n": 0})
@@ -79,7 +75,7 @@ def w1(saver: Any, reps: int) -> dict[str, list[float]]:
 
 
 def w2_once(saver: Any) -> tuple[float, float]:
-    chunks = _chunks()
+    chunks = w2_chunks()
     marks: list[float] = []
 
     def make(i: int) -> Any:
@@ -91,10 +87,7 @@ def w2_once(saver: Any) -> tuple[float, float]:
 
     graph = _graph(Log, [make(i) for i in range(W2_STEPS)], saver)
     _invoke(graph, {"log": []})
-    # Between consecutive node starts, as tether's W2: the last node's checkpoint and the
-    # return are not in the last 50.
-    steps = [b - a for a, b in itertools.pairwise(marks)]
-    return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
+    return first_last_ms(marks)
 
 
 def w3(open_saver: Callable[[], tuple[Any, Callable[[], None]]], reps: int) -> list[float]:

@@ -52,23 +52,25 @@ working directory: fastaiagent writes its project file ``.fastaiagent/config.tom
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
-import random
 import sqlite3
-import string
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from peer_common import each_backend, pg_schema_bytes
+from peer_common import (
+    W1_STEPS,
+    W2_STEPS,
+    W3_STEPS,
+    each_backend,
+    first_last_ms,
+    pg_schema_bytes,
+    w2_chunks,
+)
 
-W1_STEPS = 200
-W2_STEPS = 300
-W3_STEPS = 300
 CHECKPOINT_TABLES = ("checkpoints", "pending_interrupts", "idempotency_cache")
 
 
@@ -88,12 +90,6 @@ def _tracing_off(tmp: str) -> str:
     provider = type(get_tracer_provider()).__name__
     assert provider == "NoOpTracerProvider", provider
     return sink
-
-
-def _chunks() -> list[str]:
-    rng = random.Random(8)
-    alphabet = string.ascii_letters + string.digits + "      "
-    return ["".join(rng.choices(alphabet, k=1024)) for _ in range(W2_STEPS)]
 
 
 def _linear_chain(name: str, store: Any, fns: list[Callable[..., Any]], **node: Any) -> Any:
@@ -132,7 +128,7 @@ def w1(store: Any, reps: int) -> dict[str, list[float]]:
 
 def w2_once(store: Any) -> tuple[float, float]:
     """One W2 run; ms per step over the first and the last 50 steps."""
-    chunks = _chunks()
+    chunks = w2_chunks()
     marks: list[float] = []
     log: list[str] = []
 
@@ -147,10 +143,7 @@ def w2_once(store: Any) -> tuple[float, float]:
     chain = _linear_chain("w2", store, [make(i) for i in range(W2_STEPS)], output_key="log")
     out = chain.execute({"log": []}, trace=False)
     assert out.status == "completed" and out.final_state["log"] == chunks
-    # Between consecutive node starts, as tether's W2: the last node's checkpoint, the run
-    # end and the return are not in the last 50.
-    steps = [b - a for a, b in itertools.pairwise(marks)]
-    return sum(steps[:50]) / 50 * 1e3, sum(steps[-50:]) / 50 * 1e3
+    return first_last_ms(marks)
 
 
 def _w3_chain(store: Any, armed: list[bool]) -> Any:

@@ -4,11 +4,12 @@ the peer runner's failures turned into skip reasons instead of tracebacks."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 
 from benchmarks import __main__ as bench
-from benchmarks import peers
+from benchmarks import peer_common, peers
 from benchmarks.report import Section, render
 
 
@@ -59,3 +60,27 @@ def test_peer_values_are_kept_without_ours_and_ratios_are_of_medians() -> None:
     assert ratio.name == "W1 wall: peer ÷ ours" and ratio.values == [4.0]  # 2.0 ÷ 0.5
     skipped = peers._section("Peer", "SQLite FULL", got, None)
     assert skipped.skipped == "not run"
+
+
+def test_peer_w2_steps_run_from_one_node_start_to_the_next() -> None:
+    # 101 node starts 1 ms apart (the first 50 steps) then 2 ms apart: 100 steps in all.
+    marks = [i * 0.001 for i in range(51)] + [0.05 + i * 0.002 for i in range(1, 51)]
+    first, last = peer_common.first_last_ms(marks)
+    assert first == pytest.approx(1.0) and last == pytest.approx(2.0)
+
+
+def test_a_peer_backend_that_raises_is_reported_and_the_others_still_run() -> None:
+    def sqlite(tmp: str, sync: str, reps: int) -> dict[str, Any]:
+        if sync == "FULL":
+            raise RuntimeError("asked for FULL, got NORMAL")
+        return {"w1_ms": [float(reps)], "tmp": tmp}
+
+    def postgres(dsn: str, reps: int) -> dict[str, Any]:
+        return {"dsn": dsn}
+
+    got = peer_common.each_backend(sqlite, postgres, 3, "/t", "host=x")
+    assert got == {
+        "SQLite NORMAL": {"w1_ms": [3.0], "tmp": "/t"},
+        "SQLite FULL": {"skipped": "RuntimeError: asked for FULL, got NORMAL"},
+        "Postgres": {"dsn": "host=x"},
+    }
