@@ -46,6 +46,7 @@ EXPECTED = {
     "PendingInterrupt",
     "PostgresCheckpointer",
     "PruneResult",
+    "RecordRejectedError",
     "Resume",
     "ResumeError",
     "RunNotFoundError",

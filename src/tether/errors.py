@@ -12,9 +12,11 @@ Tree::
     ├── ConfigurationError              bad arguments to a runner, store or decorator
     ├── SerializationError              a value in state/args/results cannot be stored as JSON
     ├── StoreError                      the checkpoint store failed
-    │   ├── StoreUnavailableError       the database cannot be reached / went away
+    │   ├── StoreUnavailableError       the database cannot be reached / went away: retry later
+    │   ├── RecordRejectedError         the database refused a value (constraint, too large,
+    │   │                               invalid data): the same call fails again, never retry
     │   ├── SchemaVersionError          the database was written by a newer tether
-    │   ├── CorruptRecordError          a stored row cannot be decoded
+    │   ├── CorruptRecordError          a stored row cannot be decoded, or tables are missing
     │   └── ConcurrentWriteError        another process wrote this run's next step first
     │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
@@ -33,6 +35,11 @@ Tree::
     └── ScriptExhaustedError            a test double ran out of responses (tether.testing)
 
 Errors carry structured fields (``execution_id``, ``node_id``, ``path``) besides their message.
+
+Of the store errors only :class:`StoreUnavailableError` is worth retrying as it is (and
+:class:`ConcurrentWriteError` after re-reading). Which database error becomes which class is
+one rule for both backends, by the database's own error code: ``docs/storage.md`` ("Errors"),
+:mod:`tether.store._database_errors`.
 """
 
 from __future__ import annotations
@@ -88,7 +95,41 @@ class StoreError(TetherError):
 
 
 class StoreUnavailableError(StoreError):
-    """The database cannot be reached or the connection was lost mid-operation."""
+    """The database cannot be reached, the connection was lost mid-operation, or it is out of
+    room or locked past its wait: the same call may work later.
+
+    Nothing of the operation committed, unless the connection was lost as it committed (the
+    message says so); read the run back to know. The only store error to retry as it is.
+    """
+
+
+class RecordRejectedError(StoreError):
+    """The database refused a value tether sent it: a constraint (one an operator added, too),
+    a value too large (for an index, or for the database), data its column cannot hold (a
+    character the database's encoding lacks).
+
+    Retrying the same call fails the same way; nothing of the operation was stored. Fix the
+    value, or the constraint.
+
+    Attributes:
+        code: the database's code for the refusal: a PostgreSQL SQLSTATE (``"54000"`` for an
+            index row too large, ``"23514"`` for a check constraint) or a SQLite extended
+            result code name (``"SQLITE_CONSTRAINT_CHECK"``, ``"SQLITE_TOOBIG"``).
+        constraint: the constraint or index the database named, if it named one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        constraint: str | None = None,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.code = code
+        self.constraint = constraint
 
 
 class SchemaVersionError(StoreError):
@@ -106,7 +147,8 @@ class SchemaVersionError(StoreError):
 
 
 class CorruptRecordError(StoreError):
-    """A stored row cannot be decoded (bad JSON, a missing column, a foreign envelope)."""
+    """A stored row cannot be decoded (bad JSON, a foreign envelope), or tether's tables or
+    columns are missing or not a database's at all."""
 
 
 class ConcurrentWriteError(StoreError):

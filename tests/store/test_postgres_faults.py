@@ -1,7 +1,7 @@
 """Server faults, on a throwaway cluster these tests start themselves (never the shared
 server): the server stops in the middle of a step's transaction, restarts, kills pooled
 connections; passwords are really checked (scram), so a percent-encoded one is proved to
-reach the server intact."""
+reach the server intact; a database in an encoding that lacks a character refuses it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import tether
 from tests.conftest import IN_CI
 from tests.store.pg_cluster import Cluster, find_bindir
 from tests.support.waiting import wait_for
-from tether import Chain
-from tether.errors import StoreUnavailableError
+from tether import Chain, interrupt
+from tether.errors import RecordRejectedError, StoreUnavailableError
 from tether.store.base import RunRecord
 
 pytestmark = pytest.mark.postgres
@@ -244,3 +244,32 @@ def test_percent_encoded_password_is_checked_by_the_server(cluster, admin, schem
         admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         admin.execute(f"REVOKE CREATE ON DATABASE postgres FROM {role}")
         admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_character_the_databases_encoding_lacks_is_rejected_and_commits_nothing(
+    cluster, admin, schema
+):
+    dbname = f"latin1_{uuid.uuid4().hex[:8]}"
+    admin.execute(
+        f"CREATE DATABASE {dbname} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+    )
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(cluster.dsn.rsplit("/", 1)[0] + f"/{dbname}", schema=schema)
+    try:
+        chain = Chain("approval", store)
+        chain.add_node("a", lambda state: {"amount": 120})
+        chain.add_node("b", lambda state: {"ok": interrupt("approve \u2713", state).approved})
+        chain.add_edge("a", "b")
+
+        with pytest.raises(RecordRejectedError) as caught:
+            chain.run({}, execution_id="r")
+        err = caught.value
+        assert err.code == "22P05"  # untranslatable_character
+        assert 'no equivalent in encoding "LATIN1"' in str(err)
+        assert [cp.node_id for cp in store.list("r")] == ["a"]
+        assert store.get_pending_interrupt("r") is None
+        assert store.get_run("r").status == "running"
+    finally:
+        store.close()
+        admin.execute(f"DROP DATABASE {dbname} WITH (FORCE)")

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, overload
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg.abc import Buffer
 from psycopg.adapt import AdaptersMap
 from psycopg.types.string import (
@@ -54,13 +53,8 @@ from psycopg.types.string import (
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
 
 from .._context import sync_drive
-from ..errors import (
-    ConcurrentWriteError,
-    CorruptRecordError,
-    SerializationError,
-    StoreError,
-    StoreUnavailableError,
-)
+from ..errors import SerializationError, StoreError
+from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
 
 T = TypeVar("T")
 
@@ -191,19 +185,21 @@ async def acheck_connection(conn: psycopg.AsyncConnection[Any]) -> None:
 
 
 # --- errors ---------------------------------------------------------------------------------
-_LOST = (
-    pg_errors.AdminShutdown,
-    pg_errors.CrashShutdown,
-    pg_errors.CannotConnectNow,
-    pg_errors.ConnectionException,
-    psycopg.InterfaceError,
-)
-_MISSING = (pg_errors.UndefinedTable, pg_errors.UndefinedColumn, pg_errors.InvalidSchemaName)
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _ends_session(sqlstate: str | None) -> bool:
+    """A client-side connection failure, a connection exception, a server shutdown."""
+    return sqlstate is None or sqlstate[:2] == "08" or sqlstate in ("57P01", "57P02")
+
+
+def _quoted(execution_id: str) -> str:
+    # Whole, unless too long to read in a message (a key PostgreSQL refused for its length).
+    if len(execution_id) <= 80:
+        return repr(execution_id)
+    return f"{execution_id[:60]!r}... ({len(execution_id)} characters)"
 
 
 def translate(
@@ -217,7 +213,8 @@ def translate(
     timeout_seconds: float,
     reason: str | None = None,
 ) -> StoreError:
-    """The tether error for a driver error.
+    """The tether error for a driver error, by the rule in
+    :mod:`tether.store._database_errors`.
 
     Args:
         exc: the psycopg (or psycopg_pool) error.
@@ -230,42 +227,45 @@ def translate(
         reason: why a fresh connection could not be made, when that was diagnosed.
     """
     where = target if pid is None else f"{target} (backend pid {pid})"
-    what = op if execution_id is None else f"{op} of run {execution_id!r}"
+    what = op if execution_id is None else f"{op} of run {_quoted(execution_id)}"
     msg = _first_line(exc)
+    kind = postgres_kind(exc, lost=lost)
     if isinstance(exc, PoolTimeout):
-        why = reason or msg
-        return StoreUnavailableError(
-            f"no connection to PostgreSQL {target} within {timeout_seconds:g} s for {what}: {why}",
-            execution_id=execution_id,
-        )
-    if isinstance(exc, PoolClosed):
-        return StoreUnavailableError(
-            f"the connection pool to PostgreSQL {target} was closed during {what}",
-            execution_id=execution_id,
-        )
-    if lost or isinstance(exc, _LOST):
-        return StoreUnavailableError(
+        text = f"no connection to PostgreSQL {target} within {timeout_seconds:g} s for {what}: "
+        text += reason or msg
+    elif isinstance(exc, PoolClosed):
+        text = f"the connection pool to PostgreSQL {target} was closed during {what}"
+    elif kind is Kind.UNAVAILABLE and (lost or _ends_session(exc.sqlstate)):
+        text = (
             f"lost the connection to PostgreSQL {where} during {what}: {msg}. Its transaction "
             "did not commit, unless the loss came as it committed (during COMMIT, or during a "
-            "write sent as one statement): read the run back to know",
-            execution_id=execution_id,
+            "write sent as one statement): read the run back to know"
         )
-    if isinstance(exc, _MISSING):
-        return CorruptRecordError(
+    elif kind is Kind.UNAVAILABLE:
+        text = f"PostgreSQL {where} could not serve {what}: {msg} (SQLSTATE {exc.sqlstate})"
+    elif kind is Kind.MISSING:
+        text = (
             f"PostgreSQL {target} is missing tether tables or columns ({msg}) during {what}; "
-            "the schema was dropped or altered outside tether",
-            execution_id=execution_id,
+            "the schema was dropped or altered outside tether"
         )
-    if isinstance(exc, pg_errors.TransactionRollback):
-        return ConcurrentWriteError(
-            f"a concurrent transaction on PostgreSQL {target} conflicted with {what}: {msg}",
-            execution_id=execution_id,
+    elif kind is Kind.CONFLICT:
+        text = f"a concurrent transaction on PostgreSQL {target} conflicted with {what}: {msg}"
+    elif kind is Kind.REJECTED:
+        hint = (exc.diag.message_hint or "").strip().split("\n")[0]
+        text = (
+            f"PostgreSQL {where} rejected {what}: {msg}{f' ({hint})' if hint else ''} "
+            f"(SQLSTATE {exc.sqlstate}); the same call will fail the same way, so change the "
+            "value or the constraint rather than retry"
         )
-    if isinstance(exc, psycopg.OperationalError):
-        return StoreUnavailableError(
-            f"PostgreSQL {where} failed during {what}: {msg}", execution_id=execution_id
-        )
-    return StoreError(f"PostgreSQL {where} refused {what}: {msg}", execution_id=execution_id)
+    else:
+        text = f"PostgreSQL {where} refused {what}: {msg}"
+    return store_error(
+        kind,
+        text,
+        execution_id=execution_id,
+        code=exc.sqlstate,
+        constraint=postgres_constraint(exc),
+    )
 
 
 # --- the database ---------------------------------------------------------------------------

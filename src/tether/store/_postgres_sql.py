@@ -88,6 +88,10 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
 }
 
+# The unique keys whose violation means another writer came first, as PostgreSQL names them.
+RUN_KEY: Final = "runs_pkey"
+STEP_KEY: Final = "checkpoints_run_seq_idx"
+
 LOCK_MIGRATIONS: Final = "SELECT pg_advisory_xact_lock(%s)"
 SELECT_SCHEMA_EXISTS: Final = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
 CREATE_SCHEMA: Final = "CREATE SCHEMA {schema}"

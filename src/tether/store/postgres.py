@@ -53,6 +53,7 @@ from ..checkpoint import Checkpoint
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
 from . import _codec
 from . import _postgres_sql as q
+from ._database_errors import postgres_constraint
 from ._leases import Fences
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
@@ -102,7 +103,9 @@ class PostgresCheckpointer(PostgresLeases):
     method raises :class:`~tether.errors.StoreError` subclasses, never driver errors:
     :class:`~tether.errors.StoreUnavailableError` when the server cannot be reached or a
     connection is lost mid-operation (the message names the server and backend pid),
-    :class:`~tether.errors.ConcurrentWriteError` when another writer won,
+    :class:`~tether.errors.RecordRejectedError` when the server refuses a value (a constraint,
+    a key too large for an index, a character the database's encoding lacks; retrying fails
+    the same way), :class:`~tether.errors.ConcurrentWriteError` when another writer won,
     :class:`~tether.errors.SchemaVersionError` when the schema is newer than this tether,
     :class:`~tether.errors.CorruptRecordError` when tables or rows are not what tether wrote.
 
@@ -302,6 +305,8 @@ class PostgresCheckpointer(PostgresLeases):
         try:
             res: Result = yield self._q(q.INSERT_RUN), params
         except pg_errors.UniqueViolation as exc:
+            if postgres_constraint(exc) != q.RUN_KEY:
+                raise  # a constraint of the operator's: rejected, by the rule
             raise ConfigurationError(
                 f"a run with execution_id {run.execution_id!r} already exists; resume or "
                 "fork it instead",
@@ -409,7 +414,9 @@ class PostgresCheckpointer(PostgresLeases):
         try:
             stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
             res: Result = yield last(*stmt) if final else stmt
-        except pg_errors.UniqueViolation as exc:  # checkpoints_run_seq_idx
+        except pg_errors.UniqueViolation as exc:
+            if postgres_constraint(exc) != q.STEP_KEY:
+                raise  # a constraint of the operator's: rejected, by the rule
             self._heads.drop(cp.execution_id)
             raise ConcurrentWriteError(
                 f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",

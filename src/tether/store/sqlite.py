@@ -33,14 +33,12 @@ from ..checkpoint import Checkpoint
 from ..errors import (
     ConcurrentWriteError,
     ConfigurationError,
-    CorruptRecordError,
     SchemaVersionError,
     SerializationError,
-    StoreError,
-    StoreUnavailableError,
     TetherError,
 )
 from . import _codec
+from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
 from ._leases import Fences
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
@@ -134,6 +132,10 @@ MIGRATIONS[3] = (
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
+
+# The unique keys whose violation means another writer came first, as SQLite names them.
+_RUN_KEY: Final = "runs.execution_id"
+_STEP_KEY: Final = "checkpoints.execution_id, checkpoints.seq"
 
 CREATE_SCHEMA_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
@@ -261,7 +263,12 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             ``wal_checkpoint_pages`` not a positive integer, or ``compress_state_min_bytes``
             neither ``None`` nor a positive integer.
         SchemaVersionError: the file was written by a newer tether.
-        StoreUnavailableError: the file cannot be opened or is not a SQLite database.
+        StoreUnavailableError: the file cannot be opened or written.
+        CorruptRecordError: the file is not a SQLite database.
+
+    Its methods raise :class:`~tether.errors.StoreError` subclasses by the rule of
+    ``docs/storage.md`` ("Errors"): :class:`~tether.errors.RecordRejectedError` for a value
+    SQLite refuses (a constraint or trigger, a string over its length limit).
     """
 
     def __init__(
@@ -458,6 +465,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     ),
                 )
             except sqlite3.IntegrityError as exc:
+                if sqlite_constraint(exc) != _RUN_KEY:
+                    raise  # a constraint of the operator's: rejected, by the rule
                 raise ConfigurationError(
                     f"a run with execution_id {run.execution_id!r} already exists; resume or "
                     "fork it instead",
@@ -527,6 +536,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         try:
             self._insert_checkpoint_row(conn, cp, (*params, now))
         except sqlite3.IntegrityError as exc:
+            if sqlite_constraint(exc) != _STEP_KEY:
+                raise  # a constraint of the operator's: rejected, by the rule
             self._heads.drop(cp.execution_id)
             raise ConcurrentWriteError(
                 f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
@@ -852,6 +863,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError:
+    """The tether error for a :mod:`sqlite3` error, by the rule in
+    :mod:`tether.store._database_errors`."""
     if isinstance(exc, UnicodeEncodeError):
         return SerializationError(
             f"a value sent to SQLite is not valid Unicode text ({exc.reason}); ids, names and "
@@ -859,18 +872,21 @@ def _translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherErro
             type_name="str",
         )
     msg = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in msg:
-        return StoreUnavailableError(
-            f"SQLite database {path!r} stayed locked by another writer past the busy timeout"
+    kind = sqlite_kind(exc)
+    code = sqlite_code(exc)
+    if (code or "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        text = f"SQLite database {path!r} stayed locked by another writer past the busy timeout"
+    elif kind is Kind.UNAVAILABLE:
+        text = f"SQLite database {path!r} cannot be written: {msg}"
+    elif kind is Kind.CORRUPT:
+        text = f"{path!r} is not a readable tether SQLite database: {msg}"
+    elif kind is Kind.MISSING:
+        text = f"SQLite database {path!r} is missing tether tables or columns: {msg}"
+    elif kind is Kind.REJECTED:
+        text = (
+            f"SQLite database {path!r} rejected a value ({code}): {msg}; the same call will "
+            "fail the same way, so change the value or the constraint rather than retry"
         )
-    if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in msg or "malformed" in msg or "file is encrypted" in msg
-    ):
-        return CorruptRecordError(f"{path!r} is not a readable tether SQLite database: {msg}")
-    if isinstance(exc, sqlite3.OperationalError) and (
-        "readonly" in msg or "unable to open" in msg or "disk" in msg
-    ):
-        return StoreUnavailableError(f"SQLite database {path!r} cannot be written: {msg}")
-    if isinstance(exc, sqlite3.OperationalError) and "no such" in msg:
-        return CorruptRecordError(f"SQLite database {path!r} is missing tether tables: {msg}")
-    return StoreError(f"SQLite error on {path!r}: {msg}")
+    else:
+        text = f"SQLite error on {path!r}: {msg}"
+    return store_error(kind, text, code=code, constraint=sqlite_constraint(exc))
