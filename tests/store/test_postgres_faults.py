@@ -1,12 +1,18 @@
 """Server faults, on a throwaway cluster these tests start themselves (never the shared
 server): the server stops in the middle of a step's transaction, restarts, kills pooled
-connections; passwords are really checked (scram), so a percent-encoded one is proved to
-reach the server intact; a database in an encoding that lacks a character refuses it."""
+connections, stays down for a while; passwords are really checked (scram), so a
+percent-encoded one is proved to reach the server intact; a database in an encoding that
+lacks a character refuses it.
+
+The runs timed here are the fault's outcome: psycopg_pool's own back-off (pauses of 1, 2, 4,
+8... s between tries) would hold them for seconds; without it they take milliseconds, so the
+bound of a second is far from both."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from urllib.parse import quote
 
@@ -74,6 +80,35 @@ def _backends(admin, app: str) -> set[int]:
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
     ).fetchall()
     return {r[0] for r in rows}
+
+
+def _terminate(admin, app: str) -> int:
+    """Terminate every backend of ``app`` (ours only), wait until they are gone; how many."""
+    pids = _backends(admin, app)
+    for pid in pids:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    wait_for(lambda: not (_backends(admin, app) & pids), what="the backends to exit")
+    return len(pids)
+
+
+def _scenario(driver: str, chain: Chain, body):
+    """Run ``await body(run)`` in an event loop that keeps running through the faults (they are
+    applied with ``asyncio.to_thread``), where ``await run()`` runs ``chain`` once with the
+    driver under test: the sync verbs on the sync pool (from a thread), or ``arun`` on this
+    loop's async pool."""
+
+    async def run():
+        if driver == "sync":
+            return await asyncio.to_thread(chain.run, {"start": "x"})
+        return await chain.arun({"start": "x"})
+
+    return asyncio.run(body(run))
+
+
+async def _timed(run) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    result = await run()
+    return time.perf_counter() - t0, result
 
 
 def _three_steps(store, calls: list[str]) -> Chain:
@@ -244,6 +279,184 @@ def test_percent_encoded_password_is_checked_by_the_server(cluster, admin, schem
         admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         admin.execute(f"REVOKE CREATE ON DATABASE postgres FROM {role}")
         admin.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize("dead", [1, 6])
+def test_pooled_connections_the_server_killed_do_not_stall_the_next_run(
+    cluster, admin, schema, driver, dead
+):
+    app = f"tether-dead-{uuid.uuid4().hex[:6]}"
+    store = _store(
+        cluster, schema, application_name=app, min_size=dead, max_size=dead + 4, timeout_seconds=30
+    )
+    calls: list[str] = []
+    chain = _three_steps(store, calls)
+
+    async def body(run):
+        assert (await run()).status == "completed"  # the pool holds `dead` idle connections
+        killed = await asyncio.to_thread(_terminate, admin, app)
+        assert killed == dead
+        return await _timed(run)
+
+    try:
+        seconds, result = _scenario(driver, chain, body)
+        assert result.status == "completed"
+        assert calls == ["a", "b", "c"] * 2
+        # psycopg_pool's back-off alone would pause 0 + 1 + 2 + 4 + 8 s for six.
+        assert seconds < 1.0, f"the run after {dead} dead connections took {seconds:.2f} s"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_restart_under_an_idle_pool_of_six_does_not_stall_the_next_run(
+    cluster, admin, schema, driver
+):
+    store = _store(cluster, schema, min_size=6, max_size=10, timeout_seconds=30)
+
+    def restart():
+        cluster.stop("fast")
+        cluster.start()
+        cluster.wait_ready()
+
+    async def body(run):
+        assert (await run()).status == "completed"
+        await asyncio.to_thread(restart)
+        return await _timed(run)
+
+    try:
+        seconds, result = _scenario(driver, _three_steps(store, []), body)
+        assert result.status == "completed"
+        assert seconds < 1.0, f"the run after the restart took {seconds:.2f} s"
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        store.close()
+
+
+# psycopg_pool's own back-off tries a server again 0, 1, 3, 7, 15... s after it went (±10%),
+# in each of its connect attempts; a server back after ~11 s is first tried ~3-5 s later.
+OUTAGE_SECONDS = 10.0
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_runs_during_an_outage_fail_within_the_timeout_and_the_first_after_it_is_immediate(
+    cluster, admin, schema, driver
+):
+    timeout = 2.0
+    store = _store(cluster, schema, min_size=2, max_size=4, timeout_seconds=timeout)
+
+    async def body(run):
+        assert (await run()).status == "completed"
+        await asyncio.to_thread(cluster.stop, "fast")
+        failures = []
+        while len(failures) * timeout < OUTAGE_SECONDS:
+            t0 = time.perf_counter()
+            with pytest.raises(StoreUnavailableError) as caught:
+                await run()
+            failures.append((time.perf_counter() - t0, caught.value))
+        await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(cluster.wait_ready)
+        return failures, await _timed(run)
+
+    try:
+        failures, (seconds, result) = _scenario(driver, _three_steps(store, []), body)
+        target = f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres"
+        for took, exc in failures:
+            assert took < timeout + 2.0, f"a run during the outage failed after {took:.1f} s"
+            text = str(exc)
+            assert f"no connection to PostgreSQL {target} within {timeout:g} s" in text, text
+            assert "Connection refused" in text, text  # the reason, diagnosed
+        assert result.status == "completed"
+        assert seconds < 1.0, f"the first run after the outage took {seconds:.2f} s"
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        store.close()
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_run_waiting_through_an_outage_is_served_as_soon_as_the_server_is_back(
+    cluster, admin, schema, driver
+):
+    store = _store(cluster, schema, min_size=2, max_size=4, timeout_seconds=60)
+
+    async def body(run):
+        assert (await run()).status == "completed"
+        await asyncio.to_thread(cluster.stop, "fast")
+        waiting = asyncio.ensure_future(run())
+        await asyncio.sleep(OUTAGE_SECONDS)  # the fault's length, not a wait for a condition
+        assert not waiting.done()
+        await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(cluster.wait_ready)
+        back = time.perf_counter()
+        result = await waiting
+        return time.perf_counter() - back, result
+
+    try:
+        seconds, result = _scenario(driver, _three_steps(store, []), body)
+        assert result.status == "completed"
+        # One pause between connect rounds (a quarter second), a connect and the run.
+        assert seconds < 1.5, f"the waiting run ended {seconds:.2f} s after the server was back"
+    finally:
+        if not cluster.is_running():
+            cluster.start()
+        store.close()
+
+
+def test_a_connection_killed_mid_step_fails_it_clearly_and_the_run_resumes_at_once(
+    cluster, admin, schema
+):
+    app = f"tether-mid-kill-{uuid.uuid4().hex[:6]}"
+    store = _store(cluster, schema, application_name=app, min_size=6, max_size=10)
+    try:
+        calls: list[str] = []
+        chain = _three_steps(store, calls)
+        reference = chain.run({"start": "\x00"}).output
+        calls.clear()
+        admin.execute(STALL_B.format(s=f'"{schema}"'))
+        outcome: list[BaseException | object] = []
+
+        def run() -> None:
+            try:
+                outcome.append(chain.run({"start": "\x00"}))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        stalled = wait_for(
+            lambda: admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event = 'PgSleep'",
+                (app,),
+            ).fetchone(),
+            what="step b's insert to stall",
+        )[0]
+        # The server kills the step's connection in its transaction, and the idle ones.
+        assert _terminate(admin, app) == 6
+        runner.join(30)
+        assert not runner.is_alive()
+
+        (err,) = outcome
+        assert isinstance(err, StoreUnavailableError), err
+        assert "lost the connection" in str(err) and f"backend pid {stalled}" in str(err)
+        eid = err.execution_id
+        admin.execute(f'DELETE FROM "{schema}".stall_flag')
+
+        # Read back, then resume, on a pool whose every connection the server killed.
+        t0 = time.perf_counter()
+        assert [cp.node_id for cp in store.list(eid)] == ["a"]  # nothing of b
+        assert store.get_run(eid).status == "running"
+        done = chain.resume(eid)
+        seconds = time.perf_counter() - t0
+        assert done.status == "completed" and done.output == reference
+        assert calls == ["a", "b", "b", "c"]
+        assert [cp.node_id for cp in store.list(eid)] == ["a", "b", "c", "run_end"]
+        assert seconds < 1.0, f"reading back and resuming after the kill took {seconds:.2f} s"
+    finally:
+        store.close()
 
 
 def test_a_character_the_databases_encoding_lacks_is_rejected_and_commits_nothing(

@@ -17,10 +17,9 @@ down (a guard task that ``asyncio.run`` cancels with the rest closes it); a long
 application keeps one. The sync verbs (``Chain.run``) never open one: they run on their
 thread's kept loop and do their work on the sync pool (:meth:`Database.arun`).
 
-Connections a server killed (restart, ``pg_terminate_backend``) are found at checkout and
-replaced: an idle connection whose socket has something to read has been told it is
-terminated (or was sent a notice), and only then is the pool's round-trip check run, so a
-healthy checkout costs no round trip.
+Connections a server killed (restart, ``pg_terminate_backend``, an idle timeout) are found at
+checkout and replaced, all of them at once, and a server back from an outage is connected to
+at once: :mod:`tether.store._postgres_recovery`.
 
 Strings: PostgreSQL ``text`` cannot hold NUL. Every ``str`` parameter is written with NUL as
 ``U+FFFE '0'`` and ``U+FFFE`` itself doubled, and read back the other way. The mapping is
@@ -34,7 +33,6 @@ import asyncio
 import contextlib
 import os
 import re
-import select
 import threading
 import weakref
 from collections.abc import Callable, Generator, Sequence
@@ -55,6 +53,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from .._context import sync_drive
 from ..errors import SerializationError, StoreError
 from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
+from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
 T = TypeVar("T")
 
@@ -154,36 +153,6 @@ def _use_text_adapters(adapters: AdaptersMap) -> None:
     adapters.register_loader(_TEXT_OID, _TextBinaryLoader)
 
 
-# --- connection checks ----------------------------------------------------------------------
-def _idle_socket_readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    """True when an idle connection's socket has data (or EOF) waiting: the server has spoken
-    unprompted, which on a connection we never LISTEN on almost always means it was
-    terminated."""
-    try:
-        poller = select.poll()
-        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
-    except (OSError, ValueError, AttributeError, psycopg.Error):
-        return True  # cannot tell: let the round-trip check decide
-
-
-def check_connection(conn: psycopg.Connection[Any]) -> None:
-    """Pool ``check`` callback (sync): raise if ``conn`` is dead, costing a round trip only
-    when the socket suggests it might be."""
-    if conn.closed:
-        raise psycopg.OperationalError("the connection is closed")
-    if _idle_socket_readable(conn):
-        ConnectionPool.check_connection(conn)
-
-
-async def acheck_connection(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Pool ``check`` callback (async): as :func:`check_connection`."""
-    if conn.closed:
-        raise psycopg.OperationalError("the connection is closed")
-    if _idle_socket_readable(conn):
-        await AsyncConnectionPool.check_connection(conn)
-
-
 # --- errors ---------------------------------------------------------------------------------
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
@@ -273,6 +242,7 @@ def translate(
 class _LoopPool:
     loop: asyncio.AbstractEventLoop
     pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+    recovery: AsyncRecovery
     guard: asyncio.Task[None] | None = None
     opening: asyncio.Task[None] | None = None
     opened: bool = False
@@ -383,6 +353,7 @@ class Database:
         self._own_sync = sync_pool is None
         self._sync: ConnectionPool[Any] | None = sync_pool
         self._sync_opened = sync_pool is not None
+        self._sync_recovery: SyncRecovery | None = None  # None for a caller's pool
         self._loops: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
         self._current: _LoopPool | None = None
         self._lock = threading.Lock()
@@ -406,13 +377,16 @@ class Database:
     def _sync_pool(self) -> ConnectionPool[Any]:
         with self._lock:
             if self._sync is None:
-                self._sync = ConnectionPool(
+                recovery = self._sync_recovery = SyncRecovery()
+                self._sync = recovery.pool = ConnectionPool(
                     self.conninfo,
                     kwargs=self.kwargs,
                     min_size=self.min_size,
                     max_size=self.max_size,
                     timeout=self.timeout_seconds,
-                    check=check_connection,
+                    check=recovery.check,
+                    reconnect_timeout=0,  # no back-off: recovery.reconnect_failed retries
+                    reconnect_failed=recovery.reconnect_failed,
                     open=False,
                     name=f"{self.name}-sync",
                 )
@@ -425,6 +399,8 @@ class Database:
                     self._sync = None  # wait() closed it; the next call starts afresh
                     raise
                 self._sync_opened = True
+                if self._sync_recovery is not None:
+                    self._sync_recovery.opening = False
             return self._sync
 
     def _loop_entry(self) -> _LoopPool:
@@ -439,17 +415,21 @@ class Database:
                 _close_idle_connections(old.pool)
             lp = self._loops.get(loop)
             if lp is None:
+                recovery = AsyncRecovery()
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                     self.conninfo,
                     kwargs=self.kwargs,
                     min_size=self.min_size,
                     max_size=self.max_size,
                     timeout=self.timeout_seconds,
-                    check=acheck_connection,
+                    check=recovery.check,
+                    reconnect_timeout=0,  # as the sync pool's
+                    reconnect_failed=recovery.reconnect_failed,
                     open=False,
                     name=f"{self.name}-async",
                 )
-                lp = self._loops[loop] = _LoopPool(loop, pool)
+                recovery.pool = pool
+                lp = self._loops[loop] = _LoopPool(loop, pool, recovery)
             self._current = lp
             return lp
 
@@ -474,6 +454,7 @@ class Database:
                 lp.guard.cancel()
             raise
         lp.opened = True
+        lp.recovery.opening = False
         return lp.pool
 
     def close(self) -> None:
@@ -576,7 +557,7 @@ class Database:
         pid: int | None = None
         usage = self.sync_usage
         try:
-            with self._sync_pool().connection() as conn:
+            with self._checkout() as conn:
                 pid = self._pid(conn)
                 with self._lock:
                     usage.in_use += 1
@@ -600,7 +581,7 @@ class Database:
         lp = self._loop_entry()
         try:
             pool = await self._open(lp)
-            async with pool.connection() as conn:
+            async with lp.recovery.connection(pool) as conn:
                 pid = self._pid(conn)
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
@@ -615,6 +596,13 @@ class Database:
             raise self._translate(exc, op, pid, False, execution_id, reason) from exc
         finally:
             plan.close()
+
+    def _checkout(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
+        pool = self._sync_pool()
+        recovery = self._sync_recovery
+        if recovery is None or recovery.pool is not pool:  # a caller's pool: as they made it
+            return pool.connection()
+        return recovery.connection(pool)
 
     def _translate(
         self,

@@ -26,8 +26,9 @@ The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of thei
 Connections: a psycopg 3 ``ConnectionPool`` serves the sync methods and an
 ``AsyncConnectionPool`` per event loop serves the async twins the engine calls, so concurrent
 runs in one process overlap their database work. Pools open on first use; connections the
-server killed are replaced at checkout. Durability is the server's: with the default
-``synchronous_commit=on`` a committed step survives power loss.
+server killed are all replaced at the first checkout that finds one, and a server back from an
+outage is connected to at once (:mod:`tether.store._postgres_recovery`). Durability is the
+server's: with the default ``synchronous_commit=on`` a committed step survives power loss.
 
 The statements live in :mod:`tether.store._postgres_sql`; how they reach the server (pools,
 plans, error translation) in :mod:`tether.store._postgres_io`.
