@@ -23,7 +23,7 @@ from .errors import (
     RunnerMismatchError,
     RunNotFoundError,
 )
-from .interrupt import Resume
+from .interrupt import Answer, Resume, answers_with
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
 T = TypeVar("T")
@@ -236,12 +236,13 @@ async def claim(
     resume_value: Resume | None,
     *,
     lease_seconds: float,
-) -> tuple[list[Resume], str]:
+) -> tuple[list[Answer], str]:
     """Claim the pending interrupt behind an ``interrupted`` checkpoint.
 
     Returns:
-        ``(answers, owner)``: the answers for the step's ``interrupt()`` calls in order (those
-        given earlier, then this one), and the owner id holding the claim.
+        ``(answers, owner)``: the answers the re-entered step holds (those the row kept, then
+        the claimed one, bound to the row's question: ``tether.interrupt.answers_with``), and
+        the owner id holding the claim.
 
     Raises:
         ChainResumeError: no answer was passed and none is stored.
@@ -296,11 +297,8 @@ async def claim(
     return _answers(cp, won), owner
 
 
-def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Resume]:
-    earlier = []
-    if isinstance(cp.node_input, dict):
-        earlier = [Resume.from_dict(a) for a in cp.node_input.get("answers", ())]
-    return [*earlier, Resume.from_dict(won.resume_value)]
+def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Answer]:
+    return answers_with(cp.node_input, Resume.from_dict(won.resume_value))
 
 
 @contextlib.asynccontextmanager

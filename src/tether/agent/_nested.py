@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context import _agent_path
-from ..errors import ConfigurationError
-from ..interrupt import Resume
+from ..errors import AlreadyResumed, ConfigurationError
+from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -113,7 +113,7 @@ class ReEntry:
     node_input: Any
     agent_path: str | None
     state: dict[str, Any]
-    answers: list[Resume] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     claim_owner: str | None = None
     depth: int = 0
 
@@ -155,11 +155,30 @@ def reentry_of(cp: Checkpoint) -> ReEntry:
     return ReEntry(node_id, status, node_input, cp.agent_path, cp.state_snapshot)
 
 
-def stored_answers(node_input: Any) -> list[Resume]:
-    """The answers an interrupted row kept for the step's earlier ``interrupt()`` calls."""
-    if isinstance(node_input, dict):
-        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
-    return []
+def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[str, Any]]:
+    """The re-entry a branch from ``src`` starts at, and the ``source`` its ``fork_origin``
+    row keeps (the copied row's address, with the answer given to the branch).
+
+    Raises:
+        AlreadyResumed: a ``value`` for a row that is not an interrupt.
+    """
+    reentry = reentry_of(src)
+    source_input = reentry.node_input
+    if reentry.status == "interrupted":
+        if value is None:
+            reentry.answers = stored_answers(source_input)
+        else:
+            reentry.answers = answers_with(source_input, value)
+            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
+            source_input = {**source_input, "answers": dump_answers(reentry.answers)}
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=src.execution_id,
+        )
+    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
+    return reentry, source
 
 
 @dataclass(frozen=True, slots=True)
