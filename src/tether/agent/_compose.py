@@ -33,6 +33,7 @@ from ._executor import Cursor, drive
 from ._nested import (
     ChildPaused,
     ReEntry,
+    check_reentry,
     fork_source,
     is_under,
     join_path,
@@ -242,7 +243,7 @@ async def resume(
         await _lease.mark_running(store, execution_id, run.status)
         return await drive_outermost(runner, store, execution_id, run.input, None)
     reentry = await claim_reentry(
-        store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds
+        store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds, runner=runner
     )
     return await drive_outermost(runner, store, execution_id, run.input, reentry)
 
@@ -254,6 +255,7 @@ async def claim_reentry(
     agent_path: str | None,
     *,
     lease_seconds: float,
+    runner: Any,
 ) -> ReEntry:
     """The re-entry for the newest row of a run, claiming its interrupt if it is one.
 
@@ -262,9 +264,12 @@ async def claim_reentry(
         value: the caller's answer.
         agent_path: resume only if ``cp`` lies in this subtree.
         lease_seconds: the claim's lease.
+        runner: the outermost runner (a ``Chain``, ``Swarm`` or ``Supervisor``), checked to
+            still have the row's step before anything is claimed (:func:`check_reentry`).
 
     Raises:
         ChainResumeError, AlreadyResumed: as for :func:`resume`.
+        ConfigurationError: the runner no longer has the row's step; nothing was claimed.
     """
     eid = cp.execution_id
     if agent_path is not None and not is_under(cp.agent_path, agent_path):
@@ -289,6 +294,7 @@ async def claim_reentry(
             execution_id=eid,
             node_id=cp.node_id,
         )
+    check_reentry(runner, reentry, eid)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
         fault("agent.after_claim")
@@ -320,6 +326,7 @@ async def fork(
     run = await load_run(store, execution_id, runner.name)
     src = await afork_checkpoint(store, execution_id, checkpoint_id)
     reentry, source = fork_source(src, value)
+    check_reentry(runner, reentry, execution_id)
     eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
     await store.aput(
         Checkpoint(

@@ -16,7 +16,7 @@ from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._executor import Cursor, drive
-from ._nested import fork_source, reentry_of
+from ._nested import check_reentry, fork_source, reentry_of
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -130,6 +130,7 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
             execution_id=execution_id,
             node_id=cp.node_id,
         )
+    check_reentry(agent, reentry, execution_id)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
         fault("agent.after_claim")
@@ -155,6 +156,7 @@ async def fork(
     run = await load_run(store, execution_id, agent.name)
     src = await afork_checkpoint(store, execution_id, checkpoint_id)
     reentry, source = fork_source(src, value)
+    check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(
         reentry.node_id, reentry.status, reentry.node_input, src.state_snapshot, reentry.answers
     )

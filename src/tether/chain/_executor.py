@@ -10,7 +10,7 @@ from .._context import RunContext, current_run, run_scope
 from .._faults import fault
 from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ..agent._compose import claim_reentry, run_child
-from ..agent._nested import OUTER_KEY, ChildPaused, fork_source, outer_frame
+from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
@@ -85,7 +85,7 @@ async def resume(
     cp = await alatest_resumable(store, execution_id)
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
-            store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds
+            store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
         )
         frame = reentry.frame("chain", chain.name)
         cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
@@ -197,6 +197,7 @@ async def _fork_in_runner(
     """Branch from a row a runner node wrote: the branch re-enters that runner at the row, and
     ``state_updates`` apply to the chain state the node started from."""
     reentry, source = fork_source(src, value)
+    check_reentry(chain, reentry, src.execution_id)
     frames = reentry.frames
     frame = reentry.frame("chain", chain.name)
     frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
