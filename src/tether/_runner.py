@@ -23,7 +23,7 @@ from .errors import (
     RunnerMismatchError,
     RunNotFoundError,
 )
-from .interrupt import Answer, Resume, answers_with
+from .interrupt import Answer, Resume, answers_with, pending_identity, stored_answers
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
 T = TypeVar("T")
@@ -245,12 +245,16 @@ async def claim(
         the owner id holding the claim.
 
     Raises:
-        ChainResumeError: no answer was passed and none is stored.
+        ChainResumeError: no answer was passed and none is stored; or the row's stored answers
+            are malformed (nothing is claimed).
         AlreadyResumed: another caller holds or answered the interrupt.
     """
     from . import _lease
 
     eid = cp.execution_id
+    # Read what the row keeps first: an answer must not be claimed for a row it cannot join.
+    stored_answers(cp.node_input)
+    pending_identity(cp.node_input)
     # Under a run lease the claim has the lease's owner, so whoever takes the run over from a
     # dead owner can take its claim over too, without waiting out the claim's own lease.
     lease = _lease.current()

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.answers_app import effects
 from tests.support.proc import run_module
-from tether import Chain, Checkpoint, Resume, RunRecord, interrupt
+from tether import Chain, ChainResumeError, Checkpoint, Resume, RunRecord, interrupt
 
 APP = "tests.support.answers_app"
 
@@ -209,3 +209,32 @@ def test_a_key_that_is_not_a_str_fails_the_node_clearly(store, bad_key):
     result = chain.run({})
     assert result.status == "failed"
     assert "key=" in str(result.error) and store.get_pending_interrupt(result.execution_id) is None
+
+
+@pytest.mark.parametrize(
+    "node_input",
+    [
+        {"answers": [{"approved": "yes"}], "interrupt_index": 1},
+        {"answers": [], "interrupt": {"reason": 7}},
+        {"answers": [{"approved": True, "interrupt": "first"}]},
+    ],
+)
+def test_a_row_whose_answers_cannot_be_read_is_refused_before_the_claim(store, node_input):
+    chain = Chain("broken", store)
+    chain.add_node("ask", lambda s: {"a": interrupt("first", None).approved})
+    store.create_run(RunRecord("broken-row", "broken", "chain", status="paused", input={}))
+    store.record_interrupt(
+        Checkpoint(
+            execution_id="broken-row",
+            node_id="ask",
+            step_type="hitl_pause",
+            status="interrupted",
+            node_input=node_input,
+            interrupt_reason="first",
+            next_node_id="ask",
+        )
+    )
+    with pytest.raises(ChainResumeError, match="malformed"):
+        chain.resume("broken-row", Resume(True))
+    pending = store.get_pending_interrupt("broken-row")
+    assert pending.claimed_by is None and pending.resume_value is None
