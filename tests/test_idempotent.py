@@ -96,3 +96,41 @@ def test_arguments_without_canonical_encoding_raise_a_clear_error(store):
     assert result.status == "failed"
     assert isinstance(result.error, SerializationError)
     assert "socket" in str(result.error) and "key=" in str(result.error)
+
+
+async def test_a_result_that_cannot_be_cached_fails_the_step_and_the_body_never_runs_again(store):
+    """The body ran (its effect happened) before tether could find its result unstorable: the
+    step fails with the result's path, the run is ``failed`` (not stuck ``running``), and a
+    resume raises the same error instead of running the body again. Sync and async bodies."""
+    calls = []
+
+    class Local:  # not JSON: neither a module-level class nor plain data
+        pass
+
+    @idempotent
+    def sync_effect(n: int):
+        calls.append(("sync", n))
+        return {"handle": Local()}
+
+    @idempotent
+    async def async_effect(n: int):
+        calls.append(("async", n))
+        return [Local()]
+
+    for name, node, path in (
+        ("sync", lambda s: {"r": sync_effect(1)}, 'result["handle"]'),
+        ("async", lambda s: _awaiting(async_effect(2)), "result[0]"),
+    ):
+        chain = Chain(f"idem-lost-{name}", store)
+        chain.add_node("n", node)
+        failed = await chain.arun({})
+        assert failed.status == "failed" and isinstance(failed.error, SerializationError)
+        assert failed.error.path == path and "does not run again" in str(failed.error)
+        assert store.get_run(failed.execution_id).status == "failed"
+        again = await chain.aresume(failed.execution_id)
+        assert again.status == "failed" and "does not run again" in str(again.error)
+    assert calls == [("sync", 1), ("async", 2)]
+
+
+async def _awaiting(coro):
+    return {"r": await coro}

@@ -123,3 +123,90 @@ def test_lone_surrogates_are_a_serialization_error_not_a_driver_error(store):
     with pytest.raises(SerializationError):
         chain.run({}, execution_id="bad-\udfff-id")
     assert [r.status for r in store.list_runs()] == ["failed"]
+
+
+def _local_classes():
+    class LocalModel(BaseModel):
+        x: int
+
+    @dataclasses.dataclass
+    class LocalPoint:
+        x: int
+
+    class LocalColor(enum.Enum):
+        RED = "red"
+
+    return {"pydantic": LocalModel(x=1), "dataclass": LocalPoint(1), "enum": LocalColor.RED}
+
+
+@pytest.mark.parametrize("kind", ["pydantic", "dataclass", "enum"])
+def test_a_class_defined_inside_a_function_is_refused_naming_its_path_and_why(kind):
+    value = {"order": {"items": [_local_classes()[kind]]}}
+    with pytest.raises(SerializationError) as info:
+        serde.dumps(value, "state")
+    assert info.value.path == 'state["order"]["items"][0]'
+    assert "<locals>" in info.value.type_name
+    assert "defined inside a function" in str(info.value)
+    # the same value inside a module-level dataclass is refused too, at its own path
+    holder = Point(_local_classes()[kind], dt.date(2020, 1, 1))
+    with pytest.raises(SerializationError, match="defined inside a function") as inner:
+        serde.dumps({"p": holder}, "state")
+    assert inner.value.path == 'state["p"]["x"]'
+
+
+def test_a_class_its_module_does_not_name_is_refused():
+    made = dataclasses.make_dataclass("Made", [("x", int)])
+    made.__module__ = __name__  # claims to live here, where no ``Made`` is defined
+    good = {"pm": Order(id=uuid.UUID(int=2), total=Decimal("1.5")), "e": Color.RED}
+    for _ in range(2):  # the second time the per-type check comes from its cache
+        with pytest.raises(SerializationError, match=r"is not what tests\.test_serde:Made names"):
+            serde.dumps({"m": made(1)}, "state")
+        assert serde.loads(serde.dumps(good)) == good
+
+    class Point(BaseModel):  # shadows nothing at module level, but shares a name there
+        y: int
+
+    Point.__qualname__ = "Point"  # as if written at the top level
+    with pytest.raises(SerializationError, match="is not what"):
+        serde.dumps({"p": Point(y=1)}, "state")
+
+
+def test_an_answer_holding_a_local_class_is_refused_before_it_is_claimed():
+    from tether import Resume
+
+    with pytest.raises(SerializationError, match="defined inside a function"):
+        Resume(True, data={"edited": _local_classes()["dataclass"]})
+
+
+def test_an_agent_tool_asking_with_an_unreadable_context_fails_the_run_clearly(store):
+    from tether import Agent, Resume, interrupt
+    from tether.agent import Tool
+    from tether.testing import ScriptedLLM
+
+    local = {"on": True}
+
+    def ask(order_id: str) -> str:
+        """Ask a human.
+
+        Args:
+            order_id: the order.
+        """
+        context = _local_classes()["pydantic"] if local["on"] else {"order_id": order_id}
+        return str(interrupt("check", context).approved)
+
+    call = {"name": "ask", "arguments": {"order_id": "A-1"}}
+    agent = Agent(
+        "asker",
+        llm=ScriptedLLM([[call], "ok"], resume_aware=True),
+        tools=[Tool(ask)],
+        checkpointer=store,
+    )
+    failed = agent.run("go")
+    assert failed.status == "failed" and isinstance(failed.error, SerializationError)
+    assert failed.error.path == "interrupt context" and "inside a function" in str(failed.error)
+    assert store.get_run(failed.execution_id).status == "failed"
+    assert store.get_pending_interrupt(failed.execution_id) is None
+    local["on"] = False
+    paused = agent.resume(failed.execution_id)  # re-invokes the tool from its saved row
+    assert paused.status == "paused" and paused.pending_interrupt["context"] == {"order_id": "A-1"}
+    assert agent.resume(failed.execution_id, Resume(True)).status == "completed"

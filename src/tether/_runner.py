@@ -23,7 +23,7 @@ from .errors import (
     RunnerMismatchError,
     RunNotFoundError,
 )
-from .interrupt import Resume
+from .interrupt import Answer, Resume, answers_with, pending_identity, stored_answers
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
 T = TypeVar("T")
@@ -236,20 +236,25 @@ async def claim(
     resume_value: Resume | None,
     *,
     lease_seconds: float,
-) -> tuple[list[Resume], str]:
+) -> tuple[list[Answer], str]:
     """Claim the pending interrupt behind an ``interrupted`` checkpoint.
 
     Returns:
-        ``(answers, owner)``: the answers for the step's ``interrupt()`` calls in order (those
-        given earlier, then this one), and the owner id holding the claim.
+        ``(answers, owner)``: the answers the re-entered step holds (those the row kept, then
+        the claimed one, bound to the row's question: ``tether.interrupt.answers_with``), and
+        the owner id holding the claim.
 
     Raises:
-        ChainResumeError: no answer was passed and none is stored.
+        ChainResumeError: no answer was passed and none is stored; or the row's stored answers
+            are malformed (nothing is claimed).
         AlreadyResumed: another caller holds or answered the interrupt.
     """
     from . import _lease
 
     eid = cp.execution_id
+    # Read what the row keeps first: an answer must not be claimed for a row it cannot join.
+    stored_answers(cp.node_input)
+    pending_identity(cp.node_input)
     # Under a run lease the claim has the lease's owner, so whoever takes the run over from a
     # dead owner can take its claim over too, without waiting out the claim's own lease.
     lease = _lease.current()
@@ -296,11 +301,8 @@ async def claim(
     return _answers(cp, won), owner
 
 
-def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Resume]:
-    earlier = []
-    if isinstance(cp.node_input, dict):
-        earlier = [Resume.from_dict(a) for a in cp.node_input.get("answers", ())]
-    return [*earlier, Resume.from_dict(won.resume_value)]
+def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Answer]:
+    return answers_with(cp.node_input, Resume.from_dict(won.resume_value))
 
 
 @contextlib.asynccontextmanager

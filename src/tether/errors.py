@@ -255,10 +255,23 @@ class InterruptSignal(BaseException):
         reason: short machine-readable reason, e.g. ``"manager_approval"``.
         context: the JSON-able snapshot the human is asked to approve.
         index: which ``interrupt()`` call within the step raised (0 for the first).
+        key: the ``key=`` given to ``interrupt()``, if any.
+        occurrence: how many calls with this reason and key the step made before this one;
+            with ``reason`` and ``key`` it is the question's identity (``tether.interrupt``).
     """
 
-    def __init__(self, reason: str, context: Any = None, *, index: int = 0) -> None:
+    def __init__(
+        self,
+        reason: str,
+        context: Any = None,
+        *,
+        index: int = 0,
+        key: str | None = None,
+        occurrence: int = 0,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.context = context
         self.index = index
+        self.key = key
+        self.occurrence = occurrence

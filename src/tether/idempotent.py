@@ -14,10 +14,18 @@ key (a payment API's ``Idempotency-Key`` header) so the effect is also deduplica
 Guarantee: exactly once when the process survives the body; if the process dies after the body
 ran but before its result was cached, the body runs again on resume (at-least-once) unless the
 provider deduplicates on the passed-on key.
+
+A result that cannot be stored (not JSON-able, or of a class the decoder cannot find by name,
+such as one defined inside a function) is found out only after the body ran, when the effect
+has happened. tether then caches a record that the body ran and its result was lost, and
+raises :class:`~tether.errors.SerializationError` naming the result's path; later calls with
+that key in the run raise the same error instead of running the body again, so the effect is
+never repeated silently (docs/design.md, "Idempotency").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -36,6 +44,43 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _current_key: ContextVar[str | None] = ContextVar("tether_idempotency_key", default=None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ResultNotStored:
+    """Cached in place of a result that could not be stored: the body ran, its result is lost.
+
+    A module-level dataclass, so the decoder reads it back by name in any process.
+    """
+
+    function: str
+    message: str
+    path: str
+    type_name: str
+
+    def error(self) -> SerializationError:
+        return SerializationError(
+            f"@idempotent {self.function}: the body ran and its effect stands, but its result "
+            f"could not be cached ({self.message}). It does not run again for this key in "
+            "this run, so the effect is not repeated: return plain data or a module-level "
+            "class, then choose a new key (key=...) to run it again on purpose, or fork the "
+            "run from a checkpoint before this step",
+            path=self.path,
+            type_name=self.type_name,
+        )
+
+
+def _cached(value: Any) -> Any:
+    """A cache hit's value; raises for a body whose result was lost (see the module doc)."""
+    if isinstance(value, _ResultNotStored):
+        raise value.error()
+    return value
+
+
+def _lost(fn: Callable[..., Any], exc: SerializationError) -> _ResultNotStored:
+    return _ResultNotStored(
+        f"{fn.__module__}.{fn.__qualname__}", exc.message, exc.path, exc.type_name
+    )
 
 
 def current_idempotency_key() -> str | None:
@@ -97,8 +142,9 @@ def idempotent(
         The wrapped function, with ``.idempotency_key(*args, **kwargs) -> str``.
 
     Raises:
-        SerializationError: the arguments have no canonical JSON encoding (and no ``key=``), or
-            the result cannot be cached as JSON.
+        SerializationError: the arguments have no canonical JSON encoding (and no ``key=``); or
+            the result cannot be cached (after the body ran: see the module docstring), and
+            then on every later call with that key in the run.
     """
 
     def decorate(f: Callable[P, R]) -> Callable[P, R]:
@@ -121,14 +167,19 @@ def idempotent(
                 k = key_of(*args, **kwargs)
                 hit, value = await ctx.checkpointer.aget_idempotent(ctx.execution_id, k)
                 if hit:
-                    return value
+                    return _cached(value)
                 token = _current_key.set(k)
                 try:
                     result = await af(*args, **kwargs)
                 finally:
                     _current_key.reset(token)
                 fault("idempotent.after_effect")
-                await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, result)
+                try:
+                    await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, result)
+                except SerializationError as exc:
+                    lost = _lost(f, exc)
+                    await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, lost)
+                    raise lost.error() from exc
                 fault("idempotent.after_cache")
                 return result
 
@@ -143,14 +194,19 @@ def idempotent(
             k = key_of(*args, **kwargs)
             hit, value = ctx.checkpointer.get_idempotent(ctx.execution_id, k)
             if hit:
-                return value
+                return _cached(value)
             token = _current_key.set(k)
             try:
                 result = f(*args, **kwargs)
             finally:
                 _current_key.reset(token)
             fault("idempotent.after_effect")
-            ctx.checkpointer.put_idempotent(ctx.execution_id, k, result)
+            try:
+                ctx.checkpointer.put_idempotent(ctx.execution_id, k, result)
+            except SerializationError as exc:
+                lost = _lost(f, exc)
+                ctx.checkpointer.put_idempotent(ctx.execution_id, k, lost)
+                raise lost.error() from exc
             fault("idempotent.after_cache")
             return result
 

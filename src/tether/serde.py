@@ -19,7 +19,10 @@ pydantic model     ``{"cls": "mod:Qual", "data": {...}}``      ``pydantic``
 
 A user dict that itself has a ``"__tether__"`` key is wrapped as tag ``dict`` so it cannot be
 mistaken for an envelope. Anything else raises :class:`~tether.errors.SerializationError` naming
-the path of the value, e.g. ``state["order"]["when"]``.
+the path of the value, e.g. ``state["order"]["when"]``; so does an enum, dataclass or pydantic
+model whose class the decoder could not find by ``module:qualname`` (defined inside a function,
+or not what its module holds under that name): an encoded value is always one the decoder
+reads back (docs/design.md, "Stored values").
 
 Decoding never imports code: an envelope naming a class resolves it only from modules already
 imported in this process, and only to an Enum, dataclass or pydantic model. There is no pickle
@@ -70,8 +73,42 @@ def _key_path(path: str, key: Any) -> str:
     return f"{path}[{key!r}]" if not isinstance(key, str) else f'{path}["{key}"]'
 
 
-def _class_ref(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
+_REFS: dict[type, str] = {}
+"""Class references already checked to resolve back to their class (one check per type)."""
+
+
+def _class_ref(cls: type, path: str) -> str:
+    """``module:qualname`` of ``cls``, checked to name ``cls`` in the decoder's eyes.
+
+    An envelope the decoder cannot resolve would commit fine and then leave the run unable to
+    read its own state back, so it is refused here, before anything is stored.
+
+    Raises:
+        SerializationError: ``cls`` is defined inside a function, or is not reachable under
+            its module and qualified name.
+    """
+    ref = _REFS.get(cls)
+    if ref is not None:
+        return ref
+    module_name, qualname = cls.__module__, cls.__qualname__
+    if "<locals>" in qualname:
+        why = "is defined inside a function (its qualified name holds <locals>)"
+    else:
+        obj: Any = sys.modules.get(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+        if obj is cls:
+            ref = _REFS[cls] = f"{module_name}:{qualname}"
+            return ref
+        why = f"is not what {module_name}:{qualname} names (was it created or renamed at run time?)"
+    tname = f"{module_name}.{qualname}"
+    raise SerializationError(
+        f"{path} holds a {tname}, which tether could store but never read back: the class "
+        f"{why}, and stored values name their class by module and qualified name; define it "
+        "at the top level of a module",
+        path=path,
+        type_name=tname,
+    )
 
 
 def to_jsonable(value: Any, path: str = "value") -> Any:
@@ -141,7 +178,7 @@ def _envelope(value: Any, path: str) -> Any:
     if isinstance(value, enum.Enum):
         return {
             TAG: "enum",
-            "v": {"cls": _class_ref(type(value)), "value": to_jsonable(value.value, path)},
+            "v": {"cls": _class_ref(type(value), path), "value": to_jsonable(value.value, path)},
         }
     if isinstance(value, _dt.datetime):
         return {TAG: "datetime", "v": value.isoformat()}
@@ -170,13 +207,13 @@ def _envelope(value: Any, path: str) -> Any:
         }
         return {
             TAG: "pydantic",
-            "v": {"cls": _class_ref(type(value)), "data": to_jsonable(data, path)},
+            "v": {"cls": _class_ref(type(value), path), "data": to_jsonable(data, path)},
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
         return {
             TAG: "dataclass",
-            "v": {"cls": _class_ref(type(value)), "fields": to_jsonable(fields, path)},
+            "v": {"cls": _class_ref(type(value), path), "fields": to_jsonable(fields, path)},
         }
     if isinstance(value, dict):  # dict subclasses: keep the data, not the subclass
         return to_jsonable(dict(value), path)
@@ -213,7 +250,13 @@ def _resolve(ref: Any, kind: str) -> type:
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise CorruptRecordError(f"stored {kind} names {ref}, which does not exist")
+            hint = (
+                " (a class of a script's __main__ reads back only in a process running that "
+                "script; define it in an importable module)"
+                if module_name == "__main__"
+                else ""
+            )
+            raise CorruptRecordError(f"stored {kind} names {ref}, which does not exist{hint}")
     if not isinstance(obj, type):
         raise CorruptRecordError(f"stored {kind} names {ref}, which is not a class")
     ok = (

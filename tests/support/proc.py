@@ -60,3 +60,28 @@ def run_together(argvs: list[list[str]], *, timeout: float = 120) -> list[tuple[
     ]
     outs = [p.communicate(timeout=timeout) for p in procs]
     return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs, strict=True)]
+
+
+def run_module(
+    module: str,
+    args: list[str],
+    *,
+    fault: str | None = None,
+    timeout: float = 120,
+    **extra: str,
+) -> tuple[int, dict[str, Any] | None, str]:
+    """Run ``python -m <module> *args`` (test env, repo root; ``extra`` adds environment
+    variables); returns (returncode, its last JSON line parsed, stderr)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env=child_env(fault, **extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    out = json.loads(lines[-1]) if lines else None
+    if proc.returncode not in (0, -signal.SIGKILL):
+        raise AssertionError(f"child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    return proc.returncode, out, proc.stderr

@@ -24,13 +24,21 @@ from ..errors import (
     ConfigurationError,
     StoreError,
 )
-from ..interrupt import Resume, check_resume_value
+from ..interrupt import Resume, check_resume_value, stored_answers
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._entry import cursor_at, initial_messages
 from ._executor import Cursor, drive
-from ._nested import ChildPaused, ReEntry, is_under, join_path, reentry_of, stored_answers
+from ._nested import (
+    ChildPaused,
+    ReEntry,
+    check_reentry,
+    fork_source,
+    is_under,
+    join_path,
+    reentry_of,
+)
 
 if TYPE_CHECKING:
     from ..store.base import Checkpointer
@@ -235,7 +243,7 @@ async def resume(
         await _lease.mark_running(store, execution_id, run.status)
         return await drive_outermost(runner, store, execution_id, run.input, None)
     reentry = await claim_reentry(
-        store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds
+        store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds, runner=runner
     )
     return await drive_outermost(runner, store, execution_id, run.input, reentry)
 
@@ -247,6 +255,7 @@ async def claim_reentry(
     agent_path: str | None,
     *,
     lease_seconds: float,
+    runner: Any,
 ) -> ReEntry:
     """The re-entry for the newest row of a run, claiming its interrupt if it is one.
 
@@ -255,9 +264,12 @@ async def claim_reentry(
         value: the caller's answer.
         agent_path: resume only if ``cp`` lies in this subtree.
         lease_seconds: the claim's lease.
+        runner: the outermost runner (a ``Chain``, ``Swarm`` or ``Supervisor``), checked to
+            still have the row's step before anything is claimed (:func:`check_reentry`).
 
     Raises:
         ChainResumeError, AlreadyResumed: as for :func:`resume`.
+        ConfigurationError: the runner no longer has the row's step; nothing was claimed.
     """
     eid = cp.execution_id
     if agent_path is not None and not is_under(cp.agent_path, agent_path):
@@ -275,47 +287,23 @@ async def claim_reentry(
             node_id=cp.node_id,
         )
     reentry = reentry_of(cp)
-    if cp.status == "interrupted":
-        answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
-        fault("agent.after_claim")
-        reentry.answers, reentry.claim_owner = answers, owner
-    elif value is not None:
+    if cp.status != "interrupted" and value is not None:
         raise AlreadyResumed(
             f"run {eid!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
             "there is no interrupt to answer",
             execution_id=eid,
             node_id=cp.node_id,
         )
+    check_reentry(runner, reentry, eid)
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
+        fault("agent.after_claim")
+        reentry.answers, reentry.claim_owner = answers, owner
     else:
         if reentry.status == "interrupted":  # a fork's first row, standing for an interrupt
             reentry.answers = stored_answers(reentry.node_input)
         await _lease.mark_running(store, eid, None)
     return reentry
-
-
-def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[str, Any]]:
-    """The re-entry a branch from ``src`` starts at, and the ``source`` its ``fork_origin``
-    row keeps (the copied row's address, with the answer given to the branch).
-
-    Raises:
-        AlreadyResumed: a ``value`` for a row that is not an interrupt.
-    """
-    reentry = reentry_of(src)
-    source_input = reentry.node_input
-    if reentry.status == "interrupted":
-        reentry.answers = stored_answers(source_input)
-        if value is not None:
-            reentry.answers.append(value)
-            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
-            source_input = {**source_input, "answers": [a.to_dict() for a in reentry.answers]}
-    elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=src.execution_id,
-        )
-    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
-    return reentry, source
 
 
 @_lease.leased_fork
@@ -338,6 +326,7 @@ async def fork(
     run = await load_run(store, execution_id, runner.name)
     src = await afork_checkpoint(store, execution_id, checkpoint_id)
     reentry, source = fork_source(src, value)
+    check_reentry(runner, reentry, execution_id)
     eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
     await store.aput(
         Checkpoint(

@@ -11,11 +11,12 @@ from .._faults import fault
 from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import AlreadyResumed, ConfigurationError
-from ..interrupt import Resume, check_resume_value
+from ..interrupt import Answer, check_resume_value, stored_answers
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._executor import Cursor, drive
+from ._nested import check_reentry, fork_source, reentry_of
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -62,18 +63,12 @@ async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResu
     return await drive(agent, store, eid, Cursor(messages, 0, Usage()))
 
 
-def _stored_answers(node_input: Any) -> list[Resume]:
-    if isinstance(node_input, dict):
-        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
-    return []
-
-
 def cursor_at(
     node_id: str,
     status: str,
     node_input: Any,
     state: dict[str, Any],
-    answers: list[Resume] | None = None,
+    answers: list[Answer] | None = None,
 ) -> Cursor:
     """The cursor that re-enters an agent row (DESIGN section 4, agents).
 
@@ -126,24 +121,23 @@ async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentRes
         await _lease.mark_running(store, execution_id, run.status)
         messages = [Message.from_dict(m) for m in run.input or ()]
         return await drive(agent, store, execution_id, Cursor(messages, 0, Usage()))
-    node_id, status, node_input = cp.node_id, cp.status, cp.node_input
-    if cp.step_type == "fork_origin" and isinstance(node_input, dict):
-        source = node_input["source"]
-        node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
-    if cp.status == "interrupted":
-        answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
-        fault("agent.after_claim")
-        cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
-        cursor.claim_owner = owner
-        return await drive(agent, store, execution_id, cursor)
-    if value is not None:
+    reentry = reentry_of(cp)
+    node_id, status, node_input = reentry.node_id, reentry.status, reentry.node_input
+    if cp.status != "interrupted" and value is not None:
         raise AlreadyResumed(
             f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
             "there is no interrupt to answer",
             execution_id=execution_id,
             node_id=cp.node_id,
         )
-    answers = _stored_answers(node_input) if status == "interrupted" else []
+    check_reentry(agent, reentry, execution_id)
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
+        fault("agent.after_claim")
+        cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
+        cursor.claim_owner = owner
+        return await drive(agent, store, execution_id, cursor)
+    answers = stored_answers(node_input) if status == "interrupted" else []
     cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
     await _lease.mark_running(store, execution_id, run.status)
     return await drive(agent, store, execution_id, cursor)
@@ -161,32 +155,10 @@ async def fork(
     store = agent.checkpointer
     run = await load_run(store, execution_id, agent.name)
     src = await afork_checkpoint(store, execution_id, checkpoint_id)
-    source: dict[str, Any] = {
-        "node_id": src.node_id,
-        "status": src.status,
-        "node_input": src.node_input,
-    }
-    if src.step_type == "fork_origin" and isinstance(src.node_input, dict):
-        source = dict(src.node_input["source"])
-    answers: list[Resume] = []
-    if source["status"] == "interrupted":
-        answers = _stored_answers(source["node_input"])
-        if value is not None:
-            answers.append(value)
-            # Kept on the fork's first row so a branch that dies before its next row still
-            # has the answer it was given.
-            source["node_input"] = {
-                **source["node_input"],
-                "answers": [a.to_dict() for a in answers],
-            }
-    elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=execution_id,
-        )
+    reentry, source = fork_source(src, value)
+    check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(
-        source["node_id"], source["status"], source["node_input"], src.state_snapshot, answers
+        reentry.node_id, reentry.status, reentry.node_input, src.state_snapshot, reentry.answers
     )
     eid = await _lease.acreate_branch_run(store, agent, run, src.checkpoint_id, new_execution_id)
     await store.aput(

@@ -33,7 +33,7 @@ from .._faults import fault
 from .._runner import claim_heartbeat
 from ..checkpoint import Checkpoint
 from ..errors import InterruptSignal, StoreError
-from ..interrupt import InterruptScope, Resume, interrupt_scope
+from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
 from ..serde import FrozenDict
@@ -82,7 +82,7 @@ class Cursor:
     calls: list[ToolCall] = field(default_factory=list)
     reinvoke_first: bool = False
     skip_siblings: bool = False
-    answers: list[Resume] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     claim_owner: str | None = None
     write_turn_row: bool = True
     reask: int = 0
@@ -175,6 +175,8 @@ class _Loop:
         self.owner = cursor.claim_owner
         self.node_id = f"turn:{cursor.turn}"
         self.outer = outer_frames()
+        # Answers a re-entered tool held and never used, kept by the row that commits it.
+        self.unused: list[dict[str, Any]] | None = None
 
     def _state(self) -> dict[str, Any]:
         # The history only grows: convert each message once and hand the store the same
@@ -194,8 +196,11 @@ class _Loop:
 
     async def _put(self, cp: Checkpoint, **kw: Any) -> None:
         # The first row after a claimed re-entry commits the answer: it releases the claim.
+        if self.unused:
+            cp.node_output = {**(cp.node_output or {}), "unused_answers": self.unused}
         await self.store.aput(cp, release_claim_of=self.owner, **kw)
         self.owner = None
+        self.unused = None
 
     async def run(self) -> AgentResult:
         try:
@@ -343,7 +348,7 @@ class _Loop:
         calls: list[ToolCall],
         reinvoke_first: bool,
         skip_siblings: bool,
-        answers: list[Resume],
+        answers: list[Answer],
     ) -> AgentResult | None:
         """Dispatch one turn's calls in order; returns the paused result if one paused (or a
         runner nested in it did), the completed result if one ended the loop (``EndLoop``)."""
@@ -388,6 +393,8 @@ class _Loop:
             ):
                 try:
                     outcome = await self._invoke(call)
+                    if index == 0 and answers:
+                        self.unused = scope.unused(self.eid, self.node_id)
                 except InterruptSignal as sig:
                     return await self._pause(tool_input, tool_path, scope, sig)
                 except ChildPaused as child:
@@ -440,7 +447,6 @@ class _Loop:
         sig: InterruptSignal,
     ) -> AgentResult:
         context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
-        earlier = [a.to_dict() for a in scope.answers[: sig.index]]
         cp = Checkpoint(
             execution_id=self.eid,
             node_id=self.node_id,
@@ -448,7 +454,7 @@ class _Loop:
             status="interrupted",
             state_snapshot=self._state(),
             node_index=self.turn,
-            node_input={**tool_input, "answers": earlier, "interrupt_index": sig.index},
+            node_input={**tool_input, **scope.paused_input(sig)},
             interrupt_reason=sig.reason,
             interrupt_context=context,
             agent_path=tool_path,

@@ -27,14 +27,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from .._context import _agent_path
-from ..errors import ConfigurationError
-from ..interrupt import Resume
+from .._context import _agent_path, current_agent_path
+from ..errors import AlreadyResumed, ConfigurationError
+from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
     from ..llm.messages import Message, Usage
     from ..result import AgentResult
+    from .agent import Agent
 
 OUTER_KEY: Final = "outer"
 """The state-snapshot key holding the outer frames of a nested row."""
@@ -113,7 +114,7 @@ class ReEntry:
     node_input: Any
     agent_path: str | None
     state: dict[str, Any]
-    answers: list[Resume] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     claim_owner: str | None = None
     depth: int = 0
 
@@ -155,11 +156,119 @@ def reentry_of(cp: Checkpoint) -> ReEntry:
     return ReEntry(node_id, status, node_input, cp.agent_path, cp.state_snapshot)
 
 
-def stored_answers(node_input: Any) -> list[Resume]:
-    """The answers an interrupted row kept for the step's earlier ``interrupt()`` calls."""
-    if isinstance(node_input, dict):
-        return [Resume.from_dict(a) for a in node_input.get("answers", ())]
-    return []
+def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[str, Any]]:
+    """The re-entry a branch from ``src`` starts at, and the ``source`` its ``fork_origin``
+    row keeps (the copied row's address, with the answer given to the branch).
+
+    Raises:
+        AlreadyResumed: a ``value`` for a row that is not an interrupt.
+    """
+    reentry = reentry_of(src)
+    source_input = reentry.node_input
+    if reentry.status == "interrupted":
+        if value is None:
+            reentry.answers = stored_answers(source_input)
+        else:
+            reentry.answers = answers_with(source_input, value)
+            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
+            source_input = {**source_input, "answers": dump_answers(reentry.answers)}
+    elif value is not None:
+        raise AlreadyResumed(
+            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+            "resume_value",
+            execution_id=src.execution_id,
+        )
+    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
+    return reentry, source
+
+
+def check_reentry(
+    runner: Any, reentry: ReEntry, execution_id: str, parent: str | None = None
+) -> None:
+    """Refuse a re-entry into a step this code no longer has, before an answer is claimed or
+    anything is written (docs/design.md, "Interrupts and the claim").
+
+    Walks the row's frames down the topology: each chain node, swarm agent and supervisor
+    worker they name must still exist, the agent that wrote the row must sit at the row's
+    ``agent_path``, and an interrupted tool row's tool must still be one of that agent's
+    tools (else resuming would claim the answer, tell the model the tool does not exist and
+    go on without running anything). A tool missing from a row that is not interrupted is
+    left to the loop, which tells the model, as it does for any unknown tool.
+
+    Args:
+        runner: the ``Agent``, ``Swarm``, ``Supervisor`` or ``Chain`` at this level.
+        reentry: the row, handed to this level.
+        execution_id: the run, for the error.
+        parent: the ``agent_path`` this level runs under (default: the caller's).
+
+    Raises:
+        ConfigurationError: naming what is missing (``node_id`` is the row's); the interrupt,
+            if any, is left pending and answerable once the code has the step again.
+    """
+    from ..chain.graph import Chain
+    from .agent import Agent
+    from .supervisor import Supervisor
+    from .swarm import Swarm
+
+    parent = parent if parent is not None else current_agent_path()
+
+    def missing(what: str, owner: str, found: str = "") -> ConfigurationError:
+        pending = (
+            "; nothing was claimed: the interrupt stays pending and can be answered once "
+            "the code has it again"
+            if reentry.status == "interrupted"
+            else "; nothing was written"
+        )
+        return ConfigurationError(
+            f"run {execution_id!r} continues at {reentry.node_id!r} ({reentry.agent_path}) "
+            f"in {what}, which {owner} no longer has (was it renamed or removed?{found})"
+            f"{pending}",
+            execution_id=execution_id,
+            node_id=reentry.node_id,
+        )
+
+    if isinstance(runner, Agent):
+        _check_agent(runner, reentry, join_path(parent, f"agent:{runner.name}"), missing)
+    elif isinstance(runner, Swarm):
+        path = join_path(parent, runner.segment)
+        own = reentry.is_own_row
+        active = (reentry.state if own else reentry.frame("swarm", runner.name)).get("active")
+        member = runner._members.get(active) if isinstance(active, str) else None
+        if member is None:
+            raise missing(f"agent {active!r}", f"swarm {runner.name!r}")
+        if not own:
+            _check_agent(member, reentry.deeper(), join_path(path, f"agent:{active}"), missing)
+    elif isinstance(runner, Supervisor):
+        path = join_path(parent, runner.segment)
+        if reentry.is_own_row:
+            _check_agent(runner._loop, reentry, path, missing)
+            return
+        role = reentry.frame("supervisor", runner.name).get("role")
+        worker = runner.workers.get(role) if isinstance(role, str) else None
+        if worker is None:
+            raise missing(f"worker {role!r}", f"supervisor {runner.name!r}")
+        _check_agent(worker.agent, reentry.deeper(), join_path(path, f"worker:{role}"), missing)
+    elif isinstance(runner, Chain) and not reentry.is_own_row:
+        # A chain's own rows are checked by its executor (``_check_graph``).
+        node_id = reentry.frame("chain", runner.name).get("node_id")
+        node = runner.runners.get(node_id) if isinstance(node_id, str) else None
+        if node is None:
+            raise missing(f"the agent node {node_id!r}", f"chain {runner.name!r}")
+        check_reentry(node.runner, reentry.deeper(), execution_id, parent)
+
+
+def _check_agent(agent: Agent, reentry: ReEntry, path: str, missing: Any) -> None:
+    """The agent-level part of :func:`check_reentry`: ``agent`` wrote the row at ``path``."""
+    if not reentry.is_own_row or not is_under(reentry.agent_path, path):
+        written_by = "/".join((reentry.agent_path or "").split("/")[: path.count("/") + 1])
+        raise missing(f"agent {written_by!r}", "this code", f" it runs {path!r} there")
+    if reentry.status != "interrupted" or "/tool:" not in reentry.node_id:
+        return
+    node_input = reentry.node_input if isinstance(reentry.node_input, dict) else {}
+    tool = node_input.get("name") or reentry.node_id.partition("/tool:")[2]
+    if tool not in agent.tools:
+        known = ", ".join(sorted(agent.tools)) or "none"
+        raise missing(f"tool {tool!r}", f"agent {agent.name!r}", f" its tools: {known}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,9 @@ class CompositeVerbs:
             AlreadyResumed: the run completed, another caller claimed the interrupt, a
                 ``Resume`` was given where nothing is pending, or ``agent_path`` was given with
                 an answer and the pending interrupt lies outside it.
+            ConfigurationError: the run continues in an agent, worker or tool this code no
+                longer has (renamed or removed); nothing was claimed and the interrupt stays
+                pending (docs/design.md, "Interrupts and the claim").
         """
         return await _compose.resume(self, execution_id, resume_value, agent_path)
 
@@ -121,7 +124,8 @@ class CompositeVerbs:
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
-            ConfigurationError: non-empty ``state_updates``.
+            ConfigurationError: non-empty ``state_updates``; or the row lies in an agent,
+                worker or tool this code no longer has (no branch is created).
         """
         if state_updates:
             raise ConfigurationError(

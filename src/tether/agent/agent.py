@@ -160,6 +160,9 @@ class Agent:
                 a ``Resume``.
             AlreadyResumed: the run completed, another caller claimed the interrupt, or a
                 ``Resume`` was given where nothing is pending.
+            ConfigurationError: the run is paused in a tool this agent no longer has (renamed
+                or removed); nothing was claimed and the interrupt stays pending
+                (docs/design.md, "Interrupts and the claim").
         """
         from ._entry import resume
 
@@ -191,7 +194,8 @@ class Agent:
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
-            ConfigurationError: non-empty ``state_updates``.
+            ConfigurationError: non-empty ``state_updates``; or the row is paused in a tool
+                this agent no longer has (no branch is created).
         """
         from ._entry import fork
 

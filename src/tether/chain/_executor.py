@@ -9,8 +9,8 @@ from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
 from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
-from ..agent._compose import claim_reentry, fork_source, run_child
-from ..agent._nested import OUTER_KEY, ChildPaused, outer_frame
+from ..agent._compose import claim_reentry, run_child
+from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
@@ -19,7 +19,15 @@ from ..errors import (
     SerializationError,
     StoreError,
 )
-from ..interrupt import Resume, check_resume_value, interrupt_scope
+from ..interrupt import (
+    Answer,
+    InterruptScope,
+    Resume,
+    answers_with,
+    check_resume_value,
+    interrupt_scope,
+    stored_answers,
+)
 from ..result import ChainResult
 from ..store.base import RunRecord
 
@@ -36,7 +44,7 @@ class _Cursor:
     node_id: str | None
     state: dict[str, Any]
     counters: dict[str, int] = field(default_factory=dict)
-    answers: list[Resume] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     claim_owner: str | None = None
     reentry: ReEntry | None = None  # a row inside the first node, a runner node
 
@@ -77,7 +85,7 @@ async def resume(
     cp = await alatest_resumable(store, execution_id)
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
-            store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds
+            store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
         )
         frame = reentry.frame("chain", chain.name)
         cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
@@ -147,12 +155,11 @@ async def fork(
     interrupted = src.status == "interrupted"
     next_node = src.node_id if interrupted else src.next_node_id
     _check_graph(chain, next_node, src)
-    answers: list[Resume] = []
+    answers: list[Answer] = []
     if interrupted:
-        if isinstance(src.node_input, dict):
-            answers = [Resume.from_dict(a) for a in src.node_input.get("answers", ())]
-        if value is not None:
-            answers.append(value)
+        answers = (
+            stored_answers(src.node_input) if value is None else answers_with(src.node_input, value)
+        )
     elif value is not None:
         raise AlreadyResumed(
             f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
@@ -190,6 +197,7 @@ async def _fork_in_runner(
     """Branch from a row a runner node wrote: the branch re-enters that runner at the row, and
     ``state_updates`` apply to the chain state the node started from."""
     reentry, source = fork_source(src, value)
+    check_reentry(chain, reentry, src.execution_id)
     frames = reentry.frames
     frame = reentry.frame("chain", chain.name)
     frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
@@ -246,6 +254,14 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     cur.reentry = None
                     new_state = {**state, **updates} if updates else state
                     next_id = chain.route(node_id, new_state, counters)
+                    output: dict[str, Any] | None = None
+                    if updates:
+                        # The values are in the state (stored as a delta); repeating them
+                        # here would make storage quadratic for growing lists.
+                        output = {"updated_keys": sorted(updates)}
+                    unused = scope.unused(eid, node_id) if answers else None
+                    if unused:
+                        output = {**(output or {}), "unused_answers": unused}
                     cp = Checkpoint(
                         execution_id=eid,
                         node_id=node_id,
@@ -253,9 +269,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                         status="completed",
                         state_snapshot=new_state,
                         node_index=chain.node_index(node_id),
-                        # The values are in the state (stored as a delta); repeating them
-                        # here would make storage quadratic for growing lists.
-                        node_output={"updated_keys": sorted(updates)} if updates else None,
+                        node_output=output,
                         iteration_counters=counters,
                         next_node_id=next_id,
                     )
@@ -337,7 +351,7 @@ async def _pause(
     node_id: str,
     state: dict[str, Any],
     counters: dict[str, int],
-    scope: Any,
+    scope: InterruptScope,
     sig: InterruptSignal,
     owner: str | None,
 ) -> ChainResult:
@@ -348,7 +362,6 @@ async def _pause(
     # The node may have mutated nested values of its state in place before interrupt();
     # the paused row must hold the state the node started from, since it re-runs from its top.
     state = await _committed_state(store, eid)
-    earlier = [a.to_dict() for a in scope.answers[: sig.index]]
     cp = Checkpoint(
         execution_id=eid,
         node_id=node_id,
@@ -356,7 +369,7 @@ async def _pause(
         status="interrupted",
         state_snapshot=state,
         node_index=chain.node_index(node_id),
-        node_input={"answers": earlier, "interrupt_index": sig.index},
+        node_input=scope.paused_input(sig),
         iteration_counters=counters,
         interrupt_reason=sig.reason,
         interrupt_context=context,

@@ -265,6 +265,9 @@ class Chain:
                 a ``Resume``.
             AlreadyResumed: the run completed, or another caller claimed the interrupt, or a
                 ``Resume`` was given where nothing is pending.
+            ConfigurationError: the run continues at a node, or inside an agent, tool, swarm
+                agent or supervisor worker, that this code no longer has; nothing was claimed
+                (docs/design.md, "Interrupts and the claim").
         """
         from ._executor import resume
 
@@ -291,6 +294,8 @@ class Chain:
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
+            ConfigurationError: the checkpoint lies at a step this code no longer has (as for
+                :meth:`aresume`); no branch is created.
         """
         from ._executor import fork
 
