@@ -283,16 +283,18 @@ async def hold(
 
 
 async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
-    """Create the run owned by the current lease, or start the queued run a worker claimed."""
+    """Create the run owned by the current lease, leased for its period from the creating
+    commit, or start the queued run a worker claimed (leased by the claim)."""
     lease = _current.get()
-    if lease is not None and lease.execution_id == run.execution_id:
-        run.owner = lease.owner
-        if lease.queued and isinstance(store, LeaseStore):
-            await store.astart_queued_run(
-                run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
-            )
-            return run
-    return await store.acreate_run(run)
+    if lease is None or lease.execution_id != run.execution_id:
+        return await store.acreate_run(run)
+    run.owner = lease.owner
+    if lease.queued and isinstance(store, LeaseStore):
+        await store.astart_queued_run(
+            run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
+        )
+        return run
+    return await store.acreate_run(run, lease_seconds=lease.lease_seconds)
 
 
 async def acreate_branch_run(

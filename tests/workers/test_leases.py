@@ -40,7 +40,7 @@ def test_a_run_started_in_process_holds_no_lease_once_it_completed(store):
 
 
 def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(store):
-    store.create_run(tether.RunRecord("r1", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1", "hostA:1:a")
     store.put(Checkpoint("r1", "a", "node", "completed", {"a": 1}))
     won, previous, *_ = store.acquire_run_lease(
@@ -59,7 +59,7 @@ def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(
 def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_owner_has_it(
     store, db_url
 ):
-    store.create_run(tether.RunRecord("r1e", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1e", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1e", "hostA:1:a")
     store.put(Checkpoint("r1e", "a", "node", "completed", {"a": 1}))
     other = tether.connect(db_url)  # another process takes the run over
@@ -83,7 +83,7 @@ def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_
 
 
 def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_together(store):
-    store.create_run(tether.RunRecord("r1f", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1f", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1f", "hostA:1:a")
     store.put(Checkpoint("r1f", "a", "node", "completed", {"a": 1}))
     store.put(
@@ -95,7 +95,7 @@ def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_togeth
 
 
 def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(store):
-    store.create_run(tether.RunRecord("r1g", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1g", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1g", "hostA:1:a")
     store.put(Checkpoint("r1g", "a", "node", "completed", {"a": 1}))
     assert store.get_run("r1g").owner == "hostA:1:a"
@@ -108,7 +108,7 @@ def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(s
     assert run.status == "completed" and run.owner is None and run.lease_expires_at is None
     assert store.fenced_by("r1g") is None
     # Naming someone who does not hold the lease changes nothing about it.
-    store.create_run(tether.RunRecord("r1h", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1h", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1h", "hostA:1:a")
     store.record_interrupt(
         Checkpoint("r1h", "a", "hitl_pause", "interrupted", {}, interrupt_reason="ok?"),

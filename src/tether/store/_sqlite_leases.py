@@ -16,7 +16,13 @@ from typing import Any, Final
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
-from ._leases import ClaimedRun, Fencing, LeaseTake, dead_letter_reason
+from ._leases import (
+    UNRECORDED_LEASE_SECONDS,
+    ClaimedRun,
+    Fencing,
+    LeaseTake,
+    dead_letter_reason,
+)
 
 __all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
 
@@ -34,9 +40,14 @@ INSERT_CHECKPOINT_FENCED: Final = (
     f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {','.join('?' * 19)} "
     "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = ? AND owner = ?)"
 )
+# When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
+# free; an owned one with none (written by an older tether) 30 s after its last update.
+_EXPIRES: Final = (
+    "COALESCE({r}lease_expires_at, CASE WHEN {r}owner IS NULL THEN 0 "
+    f"ELSE {{r}}updated_at + {UNRECORDED_LEASE_SECONDS!r} END)"
+)
 SELECT_LEASE: Final = (
-    f"SELECT {_codec.RUN_COLUMNS}, COALESCE(lease_expires_at, updated_at + ?) "
-    "FROM runs WHERE execution_id = ?"
+    f"SELECT {_codec.RUN_COLUMNS}, {_EXPIRES.format(r='')} FROM runs WHERE execution_id = ?"
 )
 TAKE_LEASE: Final = (
     "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
@@ -46,16 +57,14 @@ RELEASE_LEASE: Final = (
     "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = ? AND owner = ?"
 )
-# Claimable: running with a lapsed lease (no lease at all counts as one lapsing a lease
-# period after the run's last update); queued, or paused with an answered and unclaimed
+# Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
 # interrupt, and not leased to a worker about to start it.
 _CLAIMABLE: Final = (
     "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts FROM runs r "
-    "WHERE (r.status = 'running' AND COALESCE(r.lease_expires_at, r.updated_at + ?) < ? "
-    "OR (r.status IN ('queued', 'paused') AND (r.owner IS NULL OR r.lease_expires_at < ?) "
-    "AND (r.status = 'queued' OR EXISTS (SELECT 1 FROM pending_interrupts p "
+    f"WHERE r.status IN ('running', 'queued', 'paused') AND {_EXPIRES.format(r='r.')} < ? "
+    "AND (r.status <> 'paused' OR EXISTS (SELECT 1 FROM pending_interrupts p "
     "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
-    "AND (p.claimed_by IS NULL OR p.claim_expires_at < ?)))))"
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < ?)))"
 )
 _CLAIM_ORDER: Final = " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT ?"
 CLAIM_RUN: Final = (
@@ -117,7 +126,7 @@ class SQLiteLeases(Fencing):
         """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
         now = time.time()
         with self._write() as conn:
-            row = conn.execute(SELECT_LEASE, (lease_seconds, execution_id)).fetchone()
+            row = conn.execute(SELECT_LEASE, (execution_id,)).fetchone()
             if row is None:
                 return LeaseTake(False, None, False)
             run, expires = _codec.run_from_row(row), row[-1]
@@ -158,7 +167,7 @@ class SQLiteLeases(Fencing):
             return []
         now = time.time()
         sql = _CLAIMABLE
-        args: list[Any] = [lease_seconds, now, now, now]
+        args: list[Any] = [now, now]
         if runner_names is not None:
             if not runner_names:
                 return []
