@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from tether import Chain, Registry, _lease, current_idempotency_key, idempotent, interrupt
+from tether.errors import StoreUnavailableError
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
 STEP_SECONDS = float(os.environ.get("TETHER_TEST_STEP_SECONDS", "0.01"))
@@ -116,4 +117,20 @@ approval.add_node("ask", _ask)
 approval.add_node("done", lambda state: {"done": True})
 approval.add_edge("ask", "done")
 
-app = Registry(five, slow, crashy, approval)
+
+def _store_fails_once(state: dict[str, Any]) -> dict[str, Any]:
+    # The first drive of each run fails the way a store that went away fails a step (an
+    # @idempotent cache write, say): the StoreError escapes the executor and the drive raises.
+    marks = os.environ["TETHER_TEST_MARKS"]
+    try:
+        os.close(os.open(os.path.join(marks, state["eid"]), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return {"done_by": _owner()}
+    raise StoreUnavailableError(f"the store went away under {state['eid']} (first drive)")
+
+
+flaky = Chain("flaky")
+flaky.add_node("once", _store_fails_once)
+
+
+app = Registry(five, slow, crashy, approval, flaky)

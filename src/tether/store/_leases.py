@@ -9,7 +9,8 @@ lease period (creating a run, taking its lease, a worker's claim), and a lease l
 recorded expiry, for every reader: no reader puts its own lease period in the owner's place.
 A row with no expiry is either unowned (free) or written by a tether that recorded none until
 the first heartbeat; that one counts as leased for :data:`UNRECORDED_LEASE_SECONDS` after its
-last update.
+last update. An unowned row may carry an expiry too: a run given back for a retry
+(:meth:`LeaseStore.arelease_run_for_retry`) is not claimed by workers before it.
 
 Every checkpoint a leaseholder commits is
 **fenced**: the insert carries ``WHERE EXISTS (run owned by me)`` in the same statement, so an
@@ -27,12 +28,15 @@ This module holds no SQL: each backend keeps its own statements (``_sqlite_lease
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .base import RunRecord
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "LeaseStore",
     "creation_lease_seconds",
     "dead_letter_reason",
+    "lease_left_seconds",
 ]
 
 UNRECORDED_LEASE_SECONDS = 30.0
@@ -92,6 +97,12 @@ def creation_lease_seconds(run: RunRecord, lease_seconds: float | None) -> float
             execution_id=run.execution_id,
         )
     return float(lease_seconds)
+
+
+def lease_left_seconds(lease_seconds: float, since: float | None) -> float:
+    """What is left of a lease period counted from ``since`` (a ``time.monotonic()``
+    reading; ``None``: now), read at the moment a renewal is about to be written."""
+    return lease_seconds if since is None else lease_seconds - (time.monotonic() - since)
 
 
 def dead_letter_reason(attempts: int, previous_owner: str | None) -> str:
@@ -205,15 +216,46 @@ class LeaseStore(Protocol):
         (a caller that knows that owner is dead). On success the run is fenced on ``owner``.
         """
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """Extend every lease ``owner`` holds; the number of runs still held. Called from the
-        heartbeat thread."""
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """Extend ``owner``'s lease on each of ``execution_ids`` (the runs it still drives) to
+        ``lease_seconds`` after ``since`` (a ``time.monotonic()`` reading taken when the
+        caller decided to renew; default: now); the number of those runs it still holds.
+        Called from the heartbeat thread. Runs ``owner`` holds and does not name are left to
+        lapse.
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        The period counts from ``since``, not from when the statement reaches the database: a
+        renewal held up (waiting for a connection while the server restarts, or for SQLite's
+        write lock) never keeps a run leased more than one period past that decision, so a run
+        whose drive gave up meanwhile lapses on time. Past the period, nothing is written."""
+
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
         """Async :meth:`renew_run_leases`."""
 
     async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """Give the lease back (a clean end: the attempt count resets); unfences the run."""
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """Give back the lease of a run whose drive raised (it did not end): the run is left
+        unowned, keeps its attempt count (so ``max_attempts`` still stops a run that fails
+        every time), and workers claim it again from ``retry_after_seconds`` on; a resume by
+        hand may take it at once. Unfences the run. ``False`` if ``owner`` held no lease on
+        it (taken over meanwhile: nothing changed)."""
 
     async def aclaim_runs(
         self,

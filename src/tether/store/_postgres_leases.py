@@ -15,6 +15,7 @@ The statements live here, next to the methods that run them, rather than in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from ..checkpoint import Checkpoint
@@ -26,6 +27,7 @@ from ._leases import (
     Fencing,
     LeaseTake,
     dead_letter_reason,
+    lease_left_seconds,
 )
 from ._postgres_io import Database, Plan, Result
 
@@ -68,13 +70,20 @@ TAKE_FREE_LEASE: Final = (
     "AND (old.previous IS NULL OR old.previous = %s OR old.previous = %s OR old.lapsed) "
     "RETURNING old.previous, " + ", ".join(f"r.{c}" for c in _codec.RUN_COLUMNS.split(", "))
 )
-RENEW_LEASES: Final = f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} WHERE owner = %s"
+RENEW_LEASES: Final = (
+    f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} "
+    "WHERE owner = %s AND execution_id = ANY(%s)"
+)
 RELEASE_LEASE: Final = (
     "UPDATE {schema}.runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = %s AND owner = %s"
 )
+RELEASE_FOR_RETRY: Final = (
+    f"UPDATE {{schema}}.runs SET owner = NULL, lease_expires_at = {_LEASE} "
+    "WHERE execution_id = %s AND owner = %s"
+)
 # Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
-# interrupt, and not leased to a worker about to start it.
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay).
 _CLAIMABLE: Final = (
     "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts "
     "FROM {schema}.runs r WHERE r.status IN ('running', 'queued', 'paused') "
@@ -206,16 +215,37 @@ class PostgresLeases(Fencing):
     def _count_plan(self, template: str, params: Any) -> Plan[int]:
         return (yield self._q(template), params).rowcount
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
-        return self._db.run(
-            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
-        )
+    def _renew_plan(
+        self, owner: str, execution_ids: Sequence[str], lease_seconds: float, since: float | None
+    ) -> Plan[int]:
+        # Read on a connection, right before the statement: a wait for one counts.
+        left = lease_left_seconds(lease_seconds, since)
+        if left <= 0 or not execution_ids:
+            return 0
+        return (yield self._q(RENEW_LEASES), (left, owner, list(execution_ids))).rowcount
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        return await self._db.arun(
-            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
-        )
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.renew_run_leases`."""
+        plan = self._renew_plan(owner, execution_ids, lease_seconds, since)
+        return self._db.run("renew_run_leases", plan)
+
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        plan = self._renew_plan(owner, execution_ids, lease_seconds, since)
+        return await self._db.arun("renew_run_leases", plan)
 
     def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
@@ -227,6 +257,23 @@ class PostgresLeases(Fencing):
         self._fences.drop(execution_id, owner)
         plan = self._count_plan(RELEASE_LEASE, (execution_id, owner))
         return await self._db.arun("release_run_lease", plan, execution_id=execution_id) == 1
+
+    def release_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_for_retry`."""
+        self._fences.drop(execution_id, owner)
+        params = (retry_after_seconds, execution_id, owner)
+        plan = self._count_plan(RELEASE_FOR_RETRY, params)
+        return self._db.run("release_run_for_retry", plan, execution_id=execution_id) == 1
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        self._fences.drop(execution_id, owner)
+        params = (retry_after_seconds, execution_id, owner)
+        plan = self._count_plan(RELEASE_FOR_RETRY, params)
+        return await self._db.arun("release_run_for_retry", plan, execution_id=execution_id) == 1
 
     # --- workers and the queue ------------------------------------------------------------
     def _claim_runs_plan(

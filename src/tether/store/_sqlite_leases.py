@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
+
+import orjson
 
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
@@ -22,6 +25,7 @@ from ._leases import (
     Fencing,
     LeaseTake,
     dead_letter_reason,
+    lease_left_seconds,
 )
 
 __all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
@@ -52,13 +56,17 @@ SELECT_LEASE: Final = (
 TAKE_LEASE: Final = (
     "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
 )
-RENEW_LEASES: Final = "UPDATE runs SET lease_expires_at = ? WHERE owner = ?"
+_OF_RUNS: Final = "execution_id IN (SELECT value FROM json_each(?))"
+RENEW_LEASES: Final = f"UPDATE runs SET lease_expires_at = ? WHERE owner = ? AND {_OF_RUNS}"
 RELEASE_LEASE: Final = (
     "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = ? AND owner = ?"
 )
+RELEASE_FOR_RETRY: Final = (
+    "UPDATE runs SET owner = NULL, lease_expires_at = ? WHERE execution_id = ? AND owner = ?"
+)
 # Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
-# interrupt, and not leased to a worker about to start it.
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay).
 _CLAIMABLE: Final = (
     "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts FROM runs r "
     f"WHERE r.status IN ('running', 'queued', 'paused') AND {_EXPIRES.format(r='r.')} < ? "
@@ -140,16 +148,37 @@ class SQLiteLeases(Fencing):
         run.updated_at = _codec.ts_to_dt(now)
         return LeaseTake(True, previous, True, run)
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.renew_run_leases`."""
+        ids = orjson.dumps(list(execution_ids)).decode()
         with self._write() as conn:
-            return int(conn.execute(RENEW_LEASES, (time.time() + lease_seconds, owner)).rowcount)
+            # Read with the write lock held: a wait for it counts.
+            left = lease_left_seconds(lease_seconds, since)
+            if left <= 0:
+                return 0
+            return int(conn.execute(RENEW_LEASES, (time.time() + left, owner, ids)).rowcount)
 
     def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
         self._fences.drop(execution_id, owner)
         with self._write() as conn:
             return conn.execute(RELEASE_LEASE, (execution_id, owner)).rowcount == 1
+
+    def release_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_for_retry`."""
+        self._fences.drop(execution_id, owner)
+        params = (time.time() + retry_after_seconds, execution_id, owner)
+        with self._write() as conn:
+            return conn.execute(RELEASE_FOR_RETRY, params).rowcount == 1
 
     # --- workers and the queue ------------------------------------------------------------
     def claim_runs(
@@ -232,11 +261,25 @@ class SQLiteLeases(Fencing):
             execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=steal_from
         )
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        return self.renew_run_leases(owner, lease_seconds=lease_seconds)
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        return self.renew_run_leases(owner, execution_ids, lease_seconds=lease_seconds, since=since)
 
     async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
         return self.release_run_lease(execution_id, owner=owner)
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        return self.release_run_for_retry(
+            execution_id, owner=owner, retry_after_seconds=retry_after_seconds
+        )
 
     async def aclaim_runs(
         self,
