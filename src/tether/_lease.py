@@ -136,11 +136,11 @@ def taken_run(execution_id: str) -> RunRecord | None:
 
 def ending(execution_id: str) -> dict[str, str]:
     """Keyword arguments for the commit that ends a drive (the run-end row, or the paused
-    row): ``{"release_lease_of": owner}`` when the drive holds the run's lease through
-    :func:`hold`, so that commit gives it back in its own transaction; ``{}`` otherwise (no
-    lease, or a worker's, which the worker gives back)."""
+    row): ``{"release_lease_of": owner}`` when the drive holds the run's lease (its own, or
+    the worker's that drives it), so that commit gives it back in its own transaction: a run
+    that ended is never left leased for want of a second commit; ``{}`` without a lease."""
     lease = _current.get()
-    if lease is None or lease.by_worker or lease.execution_id != execution_id:
+    if lease is None or lease.execution_id != execution_id:
         return {}
     return {"release_lease_of": lease.owner}
 

@@ -210,9 +210,13 @@ class _Worker:
             log.exception("run %s: drive raised %s", eid, exc)
         finally:
             _lease.heartbeats.remove(self.owner, eid)
+            # The drive's last commit gave the lease back (and unfenced its store) if it ended.
+            given_back = isinstance(runner_store, LeaseStore) and (
+                runner_store.fenced_by(eid) != self.owner
+            )
             if isinstance(runner_store, LeaseStore) and runner_store is not self.store:
                 runner_store.unfence(eid, self.owner)
-            if release:
+            if release and not given_back:
                 with contextlib.suppress(StoreError):
                     await self.store.arelease_run_lease(eid, owner=self.owner)
             elif raised is not None:

@@ -302,3 +302,40 @@ def test_per_runner_limit_caps_how_many_runs_of_a_runner_a_worker_drives_at_once
         stop=lambda: live["done"] == 4,
     )
     assert stats.finished == 4 and live["most"] == 1
+
+
+@pytest.mark.parametrize("ending", ["completed", "paused", "failed"])
+def test_a_workers_drive_gives_the_lease_back_with_its_last_commit_not_after_it(
+    store, monkeypatch, ending
+):
+    # A separate give-back after the run ended could fail (the server restarting) and leave a
+    # finished run owned for good.
+    released: list[str] = []
+    real = store.arelease_run_lease
+
+    async def counted(execution_id: str, *, owner: str) -> bool:
+        released.append(execution_id)
+        return await real(execution_id, owner=owner)
+
+    monkeypatch.setattr(store, "arelease_run_lease", counted)
+    chain = Chain("ends", store)
+
+    def only(state: dict[str, Any]) -> dict[str, Any]:
+        if ending == "paused":
+            interrupt("ok?")
+        if ending == "failed":
+            raise RuntimeError("boom")
+        return {"done": True}
+
+    chain.add_node("only", only)
+    tether.enqueue(store, "ends", {}, execution_id="queued")
+    stats = tether.run_worker(
+        tether.Registry(chain),
+        store,
+        poll_interval_seconds=0.01,
+        stop=lambda: store.get_run("queued").status == ending,
+    )
+    assert stats.finished == 1
+    run = store.get_run("queued")
+    assert run.owner is None and run.lease_expires_at is None
+    assert released == []
