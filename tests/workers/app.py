@@ -1,9 +1,10 @@
 """Runners the worker tests run in `tether worker` subprocesses (``--app tests.workers.app``).
 
 The runners open their store from ``TETHER_DATABASE_URL`` (the CLI sets it from ``--db``).
-Side effects go to a ``ledger`` table in the run's database, through ``@idempotent`` with the
-derived idempotency key as the "provider's" key: a body that runs again after a crash (between
-its effect and the cache commit) is counted in ``calls`` but never makes a second row.
+Side effects go to a ``ledger`` table in the run's database (or in ``TETHER_TEST_LEDGER_URL``'s,
+a Postgres schema that stays up while the run's server restarts), through ``@idempotent`` with
+the derived idempotency key as the "provider's" key: a body that runs again after a crash
+(between its effect and the cache commit) is counted in ``calls`` but never makes a second row.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ LEDGER_DDL = (
 
 
 def _connect() -> Any:
-    url = os.environ["TETHER_DATABASE_URL"]
+    url = os.environ.get("TETHER_TEST_LEDGER_URL") or os.environ["TETHER_DATABASE_URL"]
     if url.startswith("sqlite:///"):
         import sqlite3
 
