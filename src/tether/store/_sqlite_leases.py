@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
-import orjson
-
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
@@ -56,8 +54,9 @@ SELECT_LEASE: Final = (
 TAKE_LEASE: Final = (
     "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
 )
-_OF_RUNS: Final = "execution_id IN (SELECT value FROM json_each(?))"
-RENEW_LEASES: Final = f"UPDATE runs SET lease_expires_at = ? WHERE owner = ? AND {_OF_RUNS}"
+RENEW_LEASES: Final = (
+    "UPDATE runs SET lease_expires_at = ? WHERE owner = ? AND execution_id IN ({})"
+)
 RELEASE_LEASE: Final = (
     "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = ? AND owner = ?"
@@ -157,13 +156,16 @@ class SQLiteLeases(Fencing):
         since: float | None = None,
     ) -> int:
         """See :meth:`tether.store._leases.LeaseStore.renew_run_leases`."""
-        ids = orjson.dumps(list(execution_ids)).decode()
+        ids = list(execution_ids)
+        if not ids:
+            return 0
+        sql = RENEW_LEASES.format(",".join("?" * len(ids)))
         with self._write() as conn:
             # Read with the write lock held: a wait for it counts.
             left = lease_left_seconds(lease_seconds, since)
             if left <= 0:
                 return 0
-            return int(conn.execute(RENEW_LEASES, (time.time() + left, owner, ids)).rowcount)
+            return int(conn.execute(sql, (time.time() + left, owner, *ids)).rowcount)
 
     def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
