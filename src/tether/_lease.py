@@ -8,9 +8,11 @@ Every top-level verb (``arun``, ``aresume``, ``afork`` of every runner) runs und
   :class:`~tether.errors.LeaseHeldError`, one whose owner is a dead process on this machine
   (``_owner_is_dead``) or whose lease lapsed is taken over at once;
 - a heartbeat thread renews the lease every third of its period while the drive works;
-- the lease is given back when the drive ends cleanly (completed, paused, failed), and kept
-  when the process "crashes" (an escaping ``BaseException`` or a store error), so a worker or a
-  later ``resume`` takes the run over.
+- the lease is given back when the drive ends cleanly (completed, paused, failed); when the
+  drive raised (a store error, a bug) it is given back for a retry by
+  :func:`give_back_after_raise`; when the process "crashes" (an escaping ``BaseException``) it
+  is kept with no I/O, so a worker or a later ``resume`` takes the run over once it lapses.
+  Either way nothing renews it once the drive is over.
 
 A worker takes leases itself (``claim_runs``) and sets :data:`_current` before calling a verb;
 :func:`hold` then leaves the lease to the worker, which renews and releases it.
@@ -30,11 +32,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
-from .errors import LeaseHeldError, StoreError, TetherError
+from .errors import (
+    ConcurrentWriteError,
+    LeaseHeldError,
+    StoreError,
+    StoreUnavailableError,
+    TetherError,
+)
 from .store._leases import LeaseStore
 from .store.base import Checkpointer, RunRecord
 
-__all__ = ["DEFAULT_RUN_LEASE_SECONDS", "Lease", "hold", "owner_is_dead"]
+__all__ = [
+    "DEFAULT_RUN_LEASE_SECONDS",
+    "Lease",
+    "give_back_after_raise",
+    "hold",
+    "owner_is_dead",
+]
 
 T = TypeVar("T")
 
@@ -122,11 +136,11 @@ def taken_run(execution_id: str) -> RunRecord | None:
 
 def ending(execution_id: str) -> dict[str, str]:
     """Keyword arguments for the commit that ends a drive (the run-end row, or the paused
-    row): ``{"release_lease_of": owner}`` when the drive holds the run's lease through
-    :func:`hold`, so that commit gives it back in its own transaction; ``{}`` otherwise (no
-    lease, or a worker's, which the worker gives back)."""
+    row): ``{"release_lease_of": owner}`` when the drive holds the run's lease (its own, or
+    the worker's that drives it), so that commit gives it back in its own transaction: a run
+    that ended is never left leased for want of a second commit; ``{}`` without a lease."""
     lease = _current.get()
-    if lease is None or lease.by_worker or lease.execution_id != execution_id:
+    if lease is None or lease.execution_id != execution_id:
         return {}
     return {"release_lease_of": lease.owner}
 
@@ -137,25 +151,45 @@ def lease_seconds_of(runner: Any) -> float:
     return float(value) if isinstance(value, int | float) else DEFAULT_RUN_LEASE_SECONDS
 
 
+@dataclass(slots=True)
+class _Beat:
+    """What one owner's heartbeat renews: its runs on one store, every third of the period."""
+
+    store: LeaseStore
+    lease_seconds: float
+    due: float
+    execution_ids: set[str]
+
+
 class _Heartbeats:
-    """One daemon thread renewing every lease this process holds, each every third of its
-    period.
+    """One daemon thread renewing the leases of the runs this process drives, each owner's
+    every third of its period.
 
     A thread, not an asyncio task: a synchronous node that blocks the event loop for longer
     than a lease must not lose its run. A frozen process (SIGSTOP, a long GC pause) freezes
     this thread too, which is the point: its leases lapse and another worker takes over.
+
+    It renews the runs named to it (:meth:`add`), never every run its owner holds: a run whose
+    drive gave up (it raised while the store was away, so the give-back failed too) is taken
+    off here first, and its lease then lapses one period after the last renewal, however long
+    the worker that owns it lives on.
     """
 
     def __init__(self) -> None:
-        self._leases: dict[str, tuple[LeaseStore, float, float]] = {}
+        self._beats: dict[str, _Beat] = {}
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def add(self, store: LeaseStore, owner: str, lease_seconds: float) -> None:
+    def add(self, store: LeaseStore, owner: str, lease_seconds: float, execution_id: str) -> None:
+        """Renew ``owner``'s lease on the run from a third of the period on."""
         with self._cond:
-            due = time.monotonic() + lease_seconds / 3
-            self._leases[owner] = (store, lease_seconds, due)
+            beat = self._beats.get(owner)
+            if beat is None:
+                due = time.monotonic() + lease_seconds / 3
+                self._beats[owner] = _Beat(store, lease_seconds, due, {execution_id})
+            else:
+                beat.execution_ids.add(execution_id)
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(
@@ -164,24 +198,36 @@ class _Heartbeats:
                 self._thread.start()
             self._cond.notify()
 
-    def remove(self, owner: str) -> None:
+    def remove(self, owner: str, execution_id: str | None = None) -> None:
+        """Stop renewing ``owner``'s lease on the run (on all its runs: ``None``). A renewal
+        already in flight may still land, but only up to one period after it was decided
+        (``renew_run_leases(since=...)``), however long it waited for the database."""
         with self._cond:
-            self._leases.pop(owner, None)
+            beat = self._beats.get(owner)
+            if beat is not None and execution_id is not None:
+                beat.execution_ids.discard(execution_id)
+            if beat is not None and (execution_id is None or not beat.execution_ids):
+                del self._beats[owner]
 
     def _loop(self) -> None:
         while True:
             with self._cond:
                 now = time.monotonic()
-                due = [(o, v) for o, v in self._leases.items() if v[2] <= now]
-                for owner, (store, period, _) in due:
-                    self._leases[owner] = (store, period, now + period / 3)
+                due = [
+                    (owner, beat.store, beat.lease_seconds, sorted(beat.execution_ids))
+                    for owner, beat in self._beats.items()
+                    if beat.due <= now
+                ]
+                for owner, *_ in due:
+                    beat = self._beats[owner]
+                    beat.due = now + beat.lease_seconds / 3
                 if not due:
-                    wake = min((v[2] for v in self._leases.values()), default=now + 1.0)
+                    wake = min((b.due for b in self._beats.values()), default=now + 1.0)
                     self._cond.wait(max(0.005, wake - now))
                     continue
-            for owner, (store, period, _) in due:
+            for owner, store, period, execution_ids in due:
                 with contextlib.suppress(Exception):
-                    store.renew_run_leases(owner, lease_seconds=period)
+                    store.renew_run_leases(owner, execution_ids, lease_seconds=period, since=now)
 
 
 heartbeats = _Heartbeats()
@@ -263,36 +309,72 @@ async def hold(
         lease.previous_owner = took.previous_owner
         lease.run = took.run
     token = _current.set(lease)
-    heartbeats.add(store, owner, lease_seconds)
+    heartbeats.add(store, owner, lease_seconds, execution_id)
     clean = False
+    raised: Exception | None = None
     try:
         yield lease
         clean = True
-    except TetherError as exc:
-        clean = not isinstance(exc, StoreError)
+    except Exception as exc:
+        clean = isinstance(exc, TetherError) and not isinstance(exc, StoreError)
+        raised = None if clean else exc
         raise
     finally:
-        heartbeats.remove(owner)
+        heartbeats.remove(owner, execution_id)
         _current.reset(token)
         _ACTIVE.discard(owner)
-        if clean and store.fenced_by(execution_id) == owner:  # not given back by the drive
+        held = store.fenced_by(execution_id) == owner  # else given back by the last commit
+        if held and clean:
             with contextlib.suppress(StoreError):
                 await store.arelease_run_lease(execution_id, owner=owner)
-        else:
+        elif held and raised is not None:
+            await give_back_after_raise(store, execution_id, owner, raised, retry_after_seconds=0)
+        elif held:  # a crash: no I/O; the lease lapses
             store.unfence(execution_id, owner)
 
 
+async def give_back_after_raise(
+    store: LeaseStore,
+    execution_id: str,
+    owner: str,
+    exc: Exception,
+    *,
+    retry_after_seconds: float,
+) -> None:
+    """Leave a run whose drive raised ``exc`` (it did not end) for a retry, and unfence it.
+    Its heartbeat must already have stopped (``heartbeats.remove``).
+
+    - Another owner took the run (``ConcurrentWriteError``, ``LeaseLost``): it is theirs.
+    - The store went away (``StoreUnavailableError``): nothing is written, since the give-back
+      would wait for that store up to its timeout. The lease lapses one period after its last
+      renewal, and a worker takes the run then.
+    - Otherwise the lease is given back now, the attempt count kept, and workers claim the run
+      again after ``retry_after_seconds`` (``release_run_for_retry``).
+    """
+    if isinstance(exc, ConcurrentWriteError | StoreUnavailableError):
+        store.unfence(execution_id, owner)
+        return
+    try:
+        await store.arelease_run_for_retry(
+            execution_id, owner=owner, retry_after_seconds=retry_after_seconds
+        )
+    except StoreError:  # it lapses instead
+        store.unfence(execution_id, owner)
+
+
 async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
-    """Create the run owned by the current lease, or start the queued run a worker claimed."""
+    """Create the run owned by the current lease, leased for its period from the creating
+    commit, or start the queued run a worker claimed (leased by the claim)."""
     lease = _current.get()
-    if lease is not None and lease.execution_id == run.execution_id:
-        run.owner = lease.owner
-        if lease.queued and isinstance(store, LeaseStore):
-            await store.astart_queued_run(
-                run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
-            )
-            return run
-    return await store.acreate_run(run)
+    if lease is None or lease.execution_id != run.execution_id:
+        return await store.acreate_run(run)
+    run.owner = lease.owner
+    if lease.queued and isinstance(store, LeaseStore):
+        await store.astart_queued_run(
+            run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
+        )
+        return run
+    return await store.acreate_run(run, lease_seconds=lease.lease_seconds)
 
 
 async def acreate_branch_run(

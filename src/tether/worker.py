@@ -10,10 +10,13 @@ file). Each worker loops:
    anywhere (``tether approve``, the web page) and not claimed. On Postgres the claim is
    ``FOR UPDATE SKIP LOCKED``; on SQLite it holds the write lock (one machine only);
 2. **run** each through the registry's runner (``arun`` for a queued run, ``aresume`` for the
-   others) under the worker's lease, which one heartbeat renews for all its runs;
+   others) under the worker's lease, which the process's heartbeat renews while it drives;
 3. **give back** the lease when the drive ends (completed, paused, failed). A worker whose
    lease was taken over meanwhile gets :class:`~tether.errors.LeaseLost` at its next commit
-   and drops the run.
+   and drops the run. A drive that raised (a store error) is given back for a retry, after a
+   back-off that doubles with each attempt (from the poll interval up to the lease period),
+   or, when the store went away, left to lapse one lease period after its last renewal: the
+   heartbeat renews only the runs the worker still drives.
 
 A run claimed ``max_attempts`` times without a clean finish (it keeps killing its workers) is
 marked ``failed`` with a ``DeadLetter: ...`` error instead of being run again.
@@ -61,7 +64,7 @@ class WorkerStats:
         finished: runs whose drive ended cleanly (completed, paused or failed).
         lease_lost: runs dropped because another worker took them over.
         dead_lettered: runs this worker marked failed for using up their attempts.
-        errors: runs whose drive raised (left leased, so they are retried after the lease).
+        errors: runs whose drive raised (given back for a retry, or left to lapse).
     """
 
     owner: str
@@ -105,6 +108,7 @@ class _Worker:
         *,
         concurrency: int,
         lease_seconds: float,
+        poll_interval_seconds: float,
         max_attempts: int,
         per_runner_limit: dict[str, int],
     ) -> None:
@@ -112,6 +116,7 @@ class _Worker:
         self.store = store
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
+        self.poll_interval_seconds = poll_interval_seconds
         self.max_attempts = max_attempts
         self.limits = per_runner_limit
         self.stats = WorkerStats(new_owner())
@@ -155,8 +160,16 @@ class _Worker:
         self.active.pop(run.execution_id, None)
         self.per_name[run.runner_name] -= 1
 
+    def retry_after_seconds(self, attempts: int) -> float:
+        """The back-off before a run whose drive raised on its ``attempts``-th claim is
+        claimed again: one poll interval, doubling with each attempt, at most a lease."""
+        doubled = self.poll_interval_seconds * 2.0 ** max(0, attempts - 1)
+        return min(self.lease_seconds, doubled)
+
     async def run_one(self, run: ClaimedRun) -> None:
         eid = run.execution_id
+        # Renewed while this drive runs, and no longer once it is over, whatever became of it.
+        _lease.heartbeats.add(self.store, self.owner, self.lease_seconds, eid)
         lease = _lease.Lease(
             eid,
             self.owner,
@@ -167,6 +180,7 @@ class _Worker:
         )
         runner_store: Any = None
         release = False
+        raised: Exception | None = None
         try:
             runner: Any = (
                 self.registry.get(run.runner_name)
@@ -190,16 +204,30 @@ class _Worker:
         except ResumeError as exc:  # nothing to continue (finished, or claimed elsewhere)
             log.info("run %s: not resumed: %s", eid, exc)
             release = True
-        except Exception as exc:  # left leased: retried after the lease, then dead-lettered
+        except Exception as exc:  # retried (attempts kept), until dead-lettered
             self.stats.errors += 1
+            raised = exc
             log.exception("run %s: drive raised %s", eid, exc)
         finally:
+            _lease.heartbeats.remove(self.owner, eid)
+            # The drive's last commit gave the lease back (and unfenced its store) if it ended.
+            given_back = isinstance(runner_store, LeaseStore) and (
+                runner_store.fenced_by(eid) != self.owner
+            )
             if isinstance(runner_store, LeaseStore) and runner_store is not self.store:
                 runner_store.unfence(eid, self.owner)
-            if release:
+            if release and not given_back:
                 with contextlib.suppress(StoreError):
                     await self.store.arelease_run_lease(eid, owner=self.owner)
-            else:
+            elif raised is not None:
+                await _lease.give_back_after_raise(
+                    self.store,
+                    eid,
+                    self.owner,
+                    raised,
+                    retry_after_seconds=self.retry_after_seconds(run.attempts),
+                )
+            else:  # lost, or cancelled: a step may still be in flight; the lease lapses
                 self.store.unfence(eid, self.owner)
 
 
@@ -249,11 +277,11 @@ async def arun_worker(
         store,
         concurrency=concurrency,
         lease_seconds=lease_seconds,
+        poll_interval_seconds=poll_interval_seconds,
         max_attempts=max_attempts,
         per_runner_limit=dict(per_runner_limit or {}),
     )
     _lease._ACTIVE.add(worker.owner)
-    _lease.heartbeats.add(store, worker.owner, lease_seconds)
     log.info("worker %s started (concurrency %d)", worker.owner, concurrency)
     try:
         while not _stopped(stop):
@@ -275,6 +303,12 @@ async def arun_worker(
         if worker.active:
             await asyncio.wait(list(worker.active.values()))
     finally:
+        # Left early (cancelled, or an error): its drives stop with it, and their leases lapse
+        # (not given back: a synchronous step may still be running in a thread).
+        for task in worker.active.values():
+            task.cancel()
+        if worker.active:
+            await asyncio.wait(list(worker.active.values()))
         _lease.heartbeats.remove(worker.owner)
         _lease._ACTIVE.discard(worker.owner)
     return worker.stats

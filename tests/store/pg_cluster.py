@@ -45,10 +45,13 @@ def _free_port() -> int:
 
 
 class Cluster:
-    """One private server. ``dsn`` connects as the superuser over TCP (scram password)."""
+    """One private server. ``dsn`` connects as the superuser over TCP (scram password).
+    ``max_connections`` sizes it for the processes a test runs against it (each tether process
+    keeps a pool per store and event loop)."""
 
-    def __init__(self, bindir: str) -> None:
+    def __init__(self, bindir: str, *, max_connections: int = 60) -> None:
         self.bindir = bindir
+        self.max_connections = max_connections
         self.root = Path(tempfile.mkdtemp(prefix="tether-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -100,7 +103,7 @@ class Cluster:
     def start(self) -> None:
         opts = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c max_connections=60"
+            f"-c max_connections={self.max_connections}"
         )
         self._run(
             f"{self.bindir}/pg_ctl",

@@ -1,9 +1,10 @@
 """Runners the worker tests run in `tether worker` subprocesses (``--app tests.workers.app``).
 
 The runners open their store from ``TETHER_DATABASE_URL`` (the CLI sets it from ``--db``).
-Side effects go to a ``ledger`` table in the run's database, through ``@idempotent`` with the
-derived idempotency key as the "provider's" key: a body that runs again after a crash (between
-its effect and the cache commit) is counted in ``calls`` but never makes a second row.
+Side effects go to a ``ledger`` table in the run's database (or in ``TETHER_TEST_LEDGER_URL``'s,
+a Postgres schema that stays up while the run's server restarts), through ``@idempotent`` with
+the derived idempotency key as the "provider's" key: a body that runs again after a crash
+(between its effect and the cache commit) is counted in ``calls`` but never makes a second row.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from typing import Any
 
 from tether import Chain, Registry, _lease, current_idempotency_key, idempotent, interrupt
+from tether.errors import StoreUnavailableError
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
 STEP_SECONDS = float(os.environ.get("TETHER_TEST_STEP_SECONDS", "0.01"))
@@ -25,7 +27,7 @@ LEDGER_DDL = (
 
 
 def _connect() -> Any:
-    url = os.environ["TETHER_DATABASE_URL"]
+    url = os.environ.get("TETHER_TEST_LEDGER_URL") or os.environ["TETHER_DATABASE_URL"]
     if url.startswith("sqlite:///"):
         import sqlite3
 
@@ -116,4 +118,20 @@ approval.add_node("ask", _ask)
 approval.add_node("done", lambda state: {"done": True})
 approval.add_edge("ask", "done")
 
-app = Registry(five, slow, crashy, approval)
+
+def _store_fails_once(state: dict[str, Any]) -> dict[str, Any]:
+    # The first drive of each run fails the way a store that went away fails a step (an
+    # @idempotent cache write, say): the StoreError escapes the executor and the drive raises.
+    marks = os.environ["TETHER_TEST_MARKS"]
+    try:
+        os.close(os.open(os.path.join(marks, state["eid"]), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return {"done_by": _owner()}
+    raise StoreUnavailableError(f"the store went away under {state['eid']} (first drive)")
+
+
+flaky = Chain("flaky")
+flaky.add_node("once", _store_fails_once)
+
+
+app = Registry(five, slow, crashy, approval, flaky)

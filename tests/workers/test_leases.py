@@ -40,7 +40,7 @@ def test_a_run_started_in_process_holds_no_lease_once_it_completed(store):
 
 
 def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(store):
-    store.create_run(tether.RunRecord("r1", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1", "hostA:1:a")
     store.put(Checkpoint("r1", "a", "node", "completed", {"a": 1}))
     won, previous, *_ = store.acquire_run_lease(
@@ -59,7 +59,7 @@ def test_a_commit_after_another_owner_took_the_lease_is_refused_with_lease_lost(
 def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_owner_has_it(
     store, db_url
 ):
-    store.create_run(tether.RunRecord("r1e", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1e", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1e", "hostA:1:a")
     store.put(Checkpoint("r1e", "a", "node", "completed", {"a": 1}))
     other = tether.connect(db_url)  # another process takes the run over
@@ -83,7 +83,7 @@ def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_
 
 
 def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_together(store):
-    store.create_run(tether.RunRecord("r1f", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1f", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1f", "hostA:1:a")
     store.put(Checkpoint("r1f", "a", "node", "completed", {"a": 1}))
     store.put(
@@ -95,7 +95,7 @@ def test_a_leaseholders_run_end_commits_its_checkpoint_and_the_run_status_togeth
 
 
 def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(store):
-    store.create_run(tether.RunRecord("r1g", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1g", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1g", "hostA:1:a")
     store.put(Checkpoint("r1g", "a", "node", "completed", {"a": 1}))
     assert store.get_run("r1g").owner == "hostA:1:a"
@@ -108,7 +108,7 @@ def test_the_commit_ending_a_drive_gives_the_lease_back_in_its_own_transaction(s
     assert run.status == "completed" and run.owner is None and run.lease_expires_at is None
     assert store.fenced_by("r1g") is None
     # Naming someone who does not hold the lease changes nothing about it.
-    store.create_run(tether.RunRecord("r1h", "three", "chain", owner="hostA:1:a"))
+    store.create_run(tether.RunRecord("r1h", "three", "chain", owner="hostA:1:a"), lease_seconds=30)
     store.fence("r1h", "hostA:1:a")
     store.record_interrupt(
         Checkpoint("r1h", "a", "hitl_pause", "interrupted", {}, interrupt_reason="ok?"),
@@ -302,3 +302,40 @@ def test_per_runner_limit_caps_how_many_runs_of_a_runner_a_worker_drives_at_once
         stop=lambda: live["done"] == 4,
     )
     assert stats.finished == 4 and live["most"] == 1
+
+
+@pytest.mark.parametrize("ending", ["completed", "paused", "failed"])
+def test_a_workers_drive_gives_the_lease_back_with_its_last_commit_not_after_it(
+    store, monkeypatch, ending
+):
+    # A separate give-back after the run ended could fail (the server restarting) and leave a
+    # finished run owned for good.
+    released: list[str] = []
+    real = store.arelease_run_lease
+
+    async def counted(execution_id: str, *, owner: str) -> bool:
+        released.append(execution_id)
+        return await real(execution_id, owner=owner)
+
+    monkeypatch.setattr(store, "arelease_run_lease", counted)
+    chain = Chain("ends", store)
+
+    def only(state: dict[str, Any]) -> dict[str, Any]:
+        if ending == "paused":
+            interrupt("ok?")
+        if ending == "failed":
+            raise RuntimeError("boom")
+        return {"done": True}
+
+    chain.add_node("only", only)
+    tether.enqueue(store, "ends", {}, execution_id="queued")
+    stats = tether.run_worker(
+        tether.Registry(chain),
+        store,
+        poll_interval_seconds=0.01,
+        stop=lambda: store.get_run("queued").status == ending,
+    )
+    assert stats.finished == 1
+    run = store.get_run("queued")
+    assert run.owner is None and run.lease_expires_at is None
+    assert released == []

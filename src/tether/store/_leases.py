@@ -2,7 +2,17 @@
 
 A running run has an **owner** (``host:pid:nonce``) and a **lease** (``runs.owner``,
 ``runs.lease_expires_at``). The process executing the run renews the lease while it works; a
-worker may take over a run whose lease lapsed. Every checkpoint a leaseholder commits is
+worker may take over a run whose lease lapsed.
+
+Every statement that sets an owner sets its expiry in the same statement, from the owner's
+lease period (creating a run, taking its lease, a worker's claim), and a lease lapses at its
+recorded expiry, for every reader: no reader puts its own lease period in the owner's place.
+A row with no expiry is either unowned (free) or written by a tether that recorded none until
+the first heartbeat; that one counts as leased for :data:`UNRECORDED_LEASE_SECONDS` after its
+last update. An unowned row may carry an expiry too: a run given back for a retry
+(:meth:`LeaseStore.arelease_run_for_retry`) is not claimed by workers before it.
+
+Every checkpoint a leaseholder commits is
 **fenced**: the insert carries ``WHERE EXISTS (run owned by me)`` in the same statement, so an
 owner that lost its lease (paused by GC, partitioned, SIGSTOPped) cannot commit a step after a
 new owner took the run; its commit raises :class:`~tether.errors.LeaseLost` and writes nothing.
@@ -18,13 +28,31 @@ This module holds no SQL: each backend keeps its own statements (``_sqlite_lease
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
+from ..errors import ConfigurationError
+
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .base import RunRecord
 
-__all__ = ["ClaimedRun", "Fences", "LeaseStore", "dead_letter_reason"]
+__all__ = [
+    "UNRECORDED_LEASE_SECONDS",
+    "ClaimedRun",
+    "Fences",
+    "LeaseStore",
+    "creation_lease_seconds",
+    "dead_letter_reason",
+    "lease_left_seconds",
+]
+
+UNRECORDED_LEASE_SECONDS = 30.0
+"""How long an owned run with no recorded lease expiry counts as leased after its last update.
+Only older tethers wrote such rows (they recorded the expiry at the first heartbeat, a third of
+the lease in); 30 s is the lease their in-process drives took by default."""
 
 
 @dataclass(slots=True)
@@ -51,6 +79,30 @@ class ClaimedRun:
     previous_owner: str | None = None
     attempts: int = 1
     dead_lettered: bool = False
+
+
+def creation_lease_seconds(run: RunRecord, lease_seconds: float | None) -> float | None:
+    """The lease period a new run is created with: its owner's, ``None`` for an unowned run.
+
+    Raises:
+        ConfigurationError: an owner without a positive ``lease_seconds`` (a run must not
+            exist owned and unexpiring, even until its first heartbeat).
+    """
+    if run.owner is None:
+        return None
+    if not isinstance(lease_seconds, int | float) or not lease_seconds > 0:
+        raise ConfigurationError(
+            f"run {run.execution_id!r} is created owned by {run.owner}: pass its lease period "
+            f"as lease_seconds (a number > 0), got {lease_seconds!r}",
+            execution_id=run.execution_id,
+        )
+    return float(lease_seconds)
+
+
+def lease_left_seconds(lease_seconds: float, since: float | None) -> float:
+    """What is left of a lease period counted from ``since`` (a ``time.monotonic()``
+    reading; ``None``: now), read at the moment a renewal is about to be written."""
+    return lease_seconds if since is None else lease_seconds - (time.monotonic() - since)
 
 
 def dead_letter_reason(attempts: int, previous_owner: str | None) -> str:
@@ -138,6 +190,11 @@ class LeaseStore(Protocol):
     ``release_lease_of=owner``: the commit that ends a drive (the run-end row, or the paused
     row) gives the lease back in its own transaction, if ``owner`` holds it, and unfences the
     run, saving the release's round trip and commit.
+
+    Its ``create_run`` (and ``acreate_run``) also takes ``lease_seconds``, required when the
+    run has an ``owner``: the run is created leased to that owner until ``lease_seconds`` from
+    the creating commit (the database's clock), so it is held from its first moment, before
+    any heartbeat (a run created with an owner and no period raises ``ConfigurationError``).
     """
 
     def fence(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
@@ -159,15 +216,46 @@ class LeaseStore(Protocol):
         (a caller that knows that owner is dead). On success the run is fenced on ``owner``.
         """
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """Extend every lease ``owner`` holds; the number of runs still held. Called from the
-        heartbeat thread."""
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """Extend ``owner``'s lease on each of ``execution_ids`` (the runs it still drives) to
+        ``lease_seconds`` after ``since`` (a ``time.monotonic()`` reading taken when the
+        caller decided to renew; default: now); the number of those runs it still holds.
+        Called from the heartbeat thread. Runs ``owner`` holds and does not name are left to
+        lapse.
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
+        The period counts from ``since``, not from when the statement reaches the database: a
+        renewal held up (waiting for a connection while the server restarts, or for SQLite's
+        write lock) never keeps a run leased more than one period past that decision, so a run
+        whose drive gave up meanwhile lapses on time. Past the period, nothing is written."""
+
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
         """Async :meth:`renew_run_leases`."""
 
     async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """Give the lease back (a clean end: the attempt count resets); unfences the run."""
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """Give back the lease of a run whose drive raised (it did not end): the run is left
+        unowned, keeps its attempt count (so ``max_attempts`` still stops a run that fails
+        every time), and workers claim it again from ``retry_after_seconds`` on; a resume by
+        hand may take it at once. Unfences the run. ``False`` if ``owner`` held no lease on
+        it (taken over meanwhile: nothing changed)."""
 
     async def aclaim_runs(
         self,

@@ -15,12 +15,20 @@ The statements live here, next to the methods that run them, rather than in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
-from ._leases import ClaimedRun, Fencing, LeaseTake, dead_letter_reason
+from ._leases import (
+    UNRECORDED_LEASE_SECONDS,
+    ClaimedRun,
+    Fencing,
+    LeaseTake,
+    dead_letter_reason,
+    lease_left_seconds,
+)
 from ._postgres_io import Database, Plan, Result
 
 __all__ = ["MIGRATION_V2", "PostgresLeases"]
@@ -43,7 +51,13 @@ INSERT_CHECKPOINT_FENCED: Final = (
     "FOR SHARE) RETURNING created_at"
 )
 _LEASE: Final = "now() + %s * interval '1 second'"
-_LAPSED: Final = "COALESCE(lease_expires_at, updated_at + %s * interval '1 second') < now()"
+# When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
+# free; an owned one with none (written by an older tether) 30 s after its last update.
+_EXPIRES: Final = (
+    "COALESCE({r}lease_expires_at, CASE WHEN {r}owner IS NULL THEN '-infinity'::timestamptz "
+    f"ELSE {{r}}updated_at + interval '{UNRECORDED_LEASE_SECONDS:g} seconds' END)"
+)
+_LAPSED: Final = _EXPIRES.format(r="") + " < now()"
 SELECT_LEASE: Final = f"SELECT owner, {_LAPSED} FROM {{schema}}.runs WHERE execution_id = %s"
 # One statement, so a free lease is taken in one round trip. The subquery's FOR UPDATE locks
 # the run row and, when another taker holds that lock, waits for it and re-reads the row as
@@ -56,23 +70,27 @@ TAKE_FREE_LEASE: Final = (
     "AND (old.previous IS NULL OR old.previous = %s OR old.previous = %s OR old.lapsed) "
     "RETURNING old.previous, " + ", ".join(f"r.{c}" for c in _codec.RUN_COLUMNS.split(", "))
 )
-RENEW_LEASES: Final = f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} WHERE owner = %s"
+RENEW_LEASES: Final = (
+    f"UPDATE {{schema}}.runs SET lease_expires_at = {_LEASE} "
+    "WHERE owner = %s AND execution_id = ANY(%s)"
+)
 RELEASE_LEASE: Final = (
     "UPDATE {schema}.runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = %s AND owner = %s"
 )
-# Claimable: running with a lapsed lease (no lease at all counts as one lapsing a lease
-# period after the run's last update); queued, or paused with an answered and unclaimed
-# interrupt, and not leased to a worker about to start it.
+RELEASE_FOR_RETRY: Final = (
+    f"UPDATE {{schema}}.runs SET owner = NULL, lease_expires_at = {_LEASE} "
+    "WHERE execution_id = %s AND owner = %s"
+)
+# Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay).
 _CLAIMABLE: Final = (
     "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts "
-    "FROM {schema}.runs r "
-    "WHERE (r.status = 'running' "
-    "AND COALESCE(r.lease_expires_at, r.updated_at + %s * interval '1 second') < now() "
-    "OR (r.status IN ('queued', 'paused') AND (r.owner IS NULL OR r.lease_expires_at < now()) "
-    "AND (r.status = 'queued' OR EXISTS (SELECT 1 FROM {schema}.pending_interrupts p "
+    "FROM {schema}.runs r WHERE r.status IN ('running', 'queued', 'paused') "
+    f"AND {_EXPIRES.format(r='r.')} < now() "
+    "AND (r.status <> 'paused' OR EXISTS (SELECT 1 FROM {schema}.pending_interrupts p "
     "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
-    "AND (p.claimed_by IS NULL OR p.claim_expires_at < now())))))"
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < now())))"
 )
 _CLAIM_TAIL: Final = (
     " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT %s FOR UPDATE OF r SKIP LOCKED"
@@ -159,12 +177,12 @@ class PostgresLeases(Fencing):
         for _ in range(3):
             took = yield (
                 self._q(TAKE_FREE_LEASE),
-                (owner, lease_seconds, lease_seconds, eid, owner, steal_from),
+                (owner, lease_seconds, eid, owner, steal_from),
             )
             if took.rows:
                 previous, *run = took.rows[0]
                 return LeaseTake(True, previous, True, _codec.run_from_row(run))
-            held = (yield self._q(SELECT_LEASE), (lease_seconds, eid)).one()
+            held = (yield self._q(SELECT_LEASE), (eid,)).one()
             if held is None:
                 return LeaseTake(False, None, False)
             previous, lapsed = held
@@ -197,16 +215,37 @@ class PostgresLeases(Fencing):
     def _count_plan(self, template: str, params: Any) -> Plan[int]:
         return (yield self._q(template), params).rowcount
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
-        return self._db.run(
-            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
-        )
+    def _renew_plan(
+        self, owner: str, execution_ids: Sequence[str], lease_seconds: float, since: float | None
+    ) -> Plan[int]:
+        # Read on a connection, right before the statement: a wait for one counts.
+        left = lease_left_seconds(lease_seconds, since)
+        if left <= 0 or not execution_ids:
+            return 0
+        return (yield self._q(RENEW_LEASES), (left, owner, list(execution_ids))).rowcount
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        return await self._db.arun(
-            "renew_run_leases", self._count_plan(RENEW_LEASES, (lease_seconds, owner))
-        )
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.renew_run_leases`."""
+        plan = self._renew_plan(owner, execution_ids, lease_seconds, since)
+        return self._db.run("renew_run_leases", plan)
+
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        plan = self._renew_plan(owner, execution_ids, lease_seconds, since)
+        return await self._db.arun("renew_run_leases", plan)
 
     def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
@@ -218,6 +257,23 @@ class PostgresLeases(Fencing):
         self._fences.drop(execution_id, owner)
         plan = self._count_plan(RELEASE_LEASE, (execution_id, owner))
         return await self._db.arun("release_run_lease", plan, execution_id=execution_id) == 1
+
+    def release_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_for_retry`."""
+        self._fences.drop(execution_id, owner)
+        params = (retry_after_seconds, execution_id, owner)
+        plan = self._count_plan(RELEASE_FOR_RETRY, params)
+        return self._db.run("release_run_for_retry", plan, execution_id=execution_id) == 1
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        self._fences.drop(execution_id, owner)
+        params = (retry_after_seconds, execution_id, owner)
+        plan = self._count_plan(RELEASE_FOR_RETRY, params)
+        return await self._db.arun("release_run_for_retry", plan, execution_id=execution_id) == 1
 
     # --- workers and the queue ------------------------------------------------------------
     def _claim_runs_plan(
@@ -232,9 +288,9 @@ class PostgresLeases(Fencing):
         slots = dict(runner_slots or {})
         fetch = limit * 4 if slots else limit
         if runner_names is None:
-            res = yield self._q(SELECT_CLAIMABLE), (lease_seconds, fetch)
+            res = yield self._q(SELECT_CLAIMABLE), (fetch,)
         else:
-            res = yield self._q(SELECT_CLAIMABLE_OF), (lease_seconds, runner_names, fetch)
+            res = yield self._q(SELECT_CLAIMABLE_OF), (runner_names, fetch)
         out: list[ClaimedRun] = []
         for eid, name, status, raw_input, previous, attempts in res.rows:
             if len(out) >= limit:

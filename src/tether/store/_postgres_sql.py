@@ -104,10 +104,12 @@ INSERT_SCHEMA_VERSION: Final = (
     "INSERT INTO {schema}.tether_schema (version, applied_at) VALUES (%s, now())"
 )
 
+# An owned run is created leased: its expiry is the owner's lease period (NULL: unowned) from
+# the creating commit (see _leases).
 INSERT_RUN: Final = (
     f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, now(), now(), NULL) "
-    "RETURNING created_at"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', NULL, "
+    "now(), now(), NULL) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
 _SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"

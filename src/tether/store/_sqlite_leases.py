@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from ..checkpoint import Checkpoint
 from ..errors import LeaseLost
 from . import _codec
-from ._leases import ClaimedRun, Fencing, LeaseTake, dead_letter_reason
+from ._leases import (
+    UNRECORDED_LEASE_SECONDS,
+    ClaimedRun,
+    Fencing,
+    LeaseTake,
+    dead_letter_reason,
+    lease_left_seconds,
+)
 
 __all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
 
@@ -34,28 +42,36 @@ INSERT_CHECKPOINT_FENCED: Final = (
     f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {','.join('?' * 19)} "
     "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = ? AND owner = ?)"
 )
+# When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
+# free; an owned one with none (written by an older tether) 30 s after its last update.
+_EXPIRES: Final = (
+    "COALESCE({r}lease_expires_at, CASE WHEN {r}owner IS NULL THEN 0 "
+    f"ELSE {{r}}updated_at + {UNRECORDED_LEASE_SECONDS!r} END)"
+)
 SELECT_LEASE: Final = (
-    f"SELECT {_codec.RUN_COLUMNS}, COALESCE(lease_expires_at, updated_at + ?) "
-    "FROM runs WHERE execution_id = ?"
+    f"SELECT {_codec.RUN_COLUMNS}, {_EXPIRES.format(r='')} FROM runs WHERE execution_id = ?"
 )
 TAKE_LEASE: Final = (
     "UPDATE runs SET owner = ?, lease_expires_at = ?, updated_at = ? WHERE execution_id = ?"
 )
-RENEW_LEASES: Final = "UPDATE runs SET lease_expires_at = ? WHERE owner = ?"
+RENEW_LEASES: Final = (
+    "UPDATE runs SET lease_expires_at = ? WHERE owner = ? AND execution_id IN ({})"
+)
 RELEASE_LEASE: Final = (
     "UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0 "
     "WHERE execution_id = ? AND owner = ?"
 )
-# Claimable: running with a lapsed lease (no lease at all counts as one lapsing a lease
-# period after the run's last update); queued, or paused with an answered and unclaimed
-# interrupt, and not leased to a worker about to start it.
+RELEASE_FOR_RETRY: Final = (
+    "UPDATE runs SET owner = NULL, lease_expires_at = ? WHERE execution_id = ? AND owner = ?"
+)
+# Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay).
 _CLAIMABLE: Final = (
     "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts FROM runs r "
-    "WHERE (r.status = 'running' AND COALESCE(r.lease_expires_at, r.updated_at + ?) < ? "
-    "OR (r.status IN ('queued', 'paused') AND (r.owner IS NULL OR r.lease_expires_at < ?) "
-    "AND (r.status = 'queued' OR EXISTS (SELECT 1 FROM pending_interrupts p "
+    f"WHERE r.status IN ('running', 'queued', 'paused') AND {_EXPIRES.format(r='r.')} < ? "
+    "AND (r.status <> 'paused' OR EXISTS (SELECT 1 FROM pending_interrupts p "
     "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
-    "AND (p.claimed_by IS NULL OR p.claim_expires_at < ?)))))"
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < ?)))"
 )
 _CLAIM_ORDER: Final = " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT ?"
 CLAIM_RUN: Final = (
@@ -117,7 +133,7 @@ class SQLiteLeases(Fencing):
         """See :meth:`tether.store._leases.LeaseStore.aacquire_run_lease`."""
         now = time.time()
         with self._write() as conn:
-            row = conn.execute(SELECT_LEASE, (lease_seconds, execution_id)).fetchone()
+            row = conn.execute(SELECT_LEASE, (execution_id,)).fetchone()
             if row is None:
                 return LeaseTake(False, None, False)
             run, expires = _codec.run_from_row(row), row[-1]
@@ -131,16 +147,40 @@ class SQLiteLeases(Fencing):
         run.updated_at = _codec.ts_to_dt(now)
         return LeaseTake(True, previous, True, run)
 
-    def renew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        """See :meth:`tether.store._leases.LeaseStore.arenew_run_leases`."""
+    def renew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        """See :meth:`tether.store._leases.LeaseStore.renew_run_leases`."""
+        ids = list(execution_ids)
+        if not ids:
+            return 0
+        sql = RENEW_LEASES.format(",".join("?" * len(ids)))
         with self._write() as conn:
-            return int(conn.execute(RENEW_LEASES, (time.time() + lease_seconds, owner)).rowcount)
+            # Read with the write lock held: a wait for it counts.
+            left = lease_left_seconds(lease_seconds, since)
+            if left <= 0:
+                return 0
+            return int(conn.execute(sql, (time.time() + left, owner, *ids)).rowcount)
 
     def release_run_lease(self, execution_id: str, *, owner: str) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.arelease_run_lease`."""
         self._fences.drop(execution_id, owner)
         with self._write() as conn:
             return conn.execute(RELEASE_LEASE, (execution_id, owner)).rowcount == 1
+
+    def release_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        """See :meth:`tether.store._leases.LeaseStore.arelease_run_for_retry`."""
+        self._fences.drop(execution_id, owner)
+        params = (time.time() + retry_after_seconds, execution_id, owner)
+        with self._write() as conn:
+            return conn.execute(RELEASE_FOR_RETRY, params).rowcount == 1
 
     # --- workers and the queue ------------------------------------------------------------
     def claim_runs(
@@ -158,7 +198,7 @@ class SQLiteLeases(Fencing):
             return []
         now = time.time()
         sql = _CLAIMABLE
-        args: list[Any] = [lease_seconds, now, now, now]
+        args: list[Any] = [now, now]
         if runner_names is not None:
             if not runner_names:
                 return []
@@ -223,11 +263,25 @@ class SQLiteLeases(Fencing):
             execution_id, owner=owner, lease_seconds=lease_seconds, steal_from=steal_from
         )
 
-    async def arenew_run_leases(self, owner: str, *, lease_seconds: float) -> int:
-        return self.renew_run_leases(owner, lease_seconds=lease_seconds)
+    async def arenew_run_leases(
+        self,
+        owner: str,
+        execution_ids: Sequence[str],
+        *,
+        lease_seconds: float,
+        since: float | None = None,
+    ) -> int:
+        return self.renew_run_leases(owner, execution_ids, lease_seconds=lease_seconds, since=since)
 
     async def arelease_run_lease(self, execution_id: str, *, owner: str) -> bool:
         return self.release_run_lease(execution_id, owner=owner)
+
+    async def arelease_run_for_retry(
+        self, execution_id: str, *, owner: str, retry_after_seconds: float
+    ) -> bool:
+        return self.release_run_for_retry(
+            execution_id, owner=owner, retry_after_seconds=retry_after_seconds
+        )
 
     async def aclaim_runs(
         self,

@@ -249,8 +249,11 @@ class Checkpointer(Protocol):
 
     # --- async twins used by the engine ---------------------------------------------------
     # ``release_lease_of`` is passed only to stores with the lease capability
-    # (:class:`tether.store._leases.LeaseStore`), by the commit that ends a drive.
-    async def acreate_run(self, run: RunRecord) -> RunRecord: ...
+    # (:class:`tether.store._leases.LeaseStore`), by the commit that ends a drive; so is
+    # ``lease_seconds``, by the drive that creates its run owned.
+    async def acreate_run(
+        self, run: RunRecord, *, lease_seconds: float | None = None
+    ) -> RunRecord: ...
     async def aget_run(self, execution_id: str) -> RunRecord | None: ...
     async def aset_run_status(
         self, execution_id: str, status: str, *, error: str | None = None
@@ -308,8 +311,11 @@ class SyncAsyncMixin:
         """Async :meth:`close` (releases this thread's connection; no I/O wait)."""
         self.close()  # type: ignore[attr-defined]
 
-    async def acreate_run(self, run: RunRecord) -> RunRecord:
-        return self.create_run(run)  # type: ignore[attr-defined,no-any-return]
+    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        # lease_seconds is passed only when given: stores without leases do not take it.
+        if lease_seconds is None:
+            return self.create_run(run)  # type: ignore[attr-defined,no-any-return]
+        return self.create_run(run, lease_seconds=lease_seconds)  # type: ignore[attr-defined,no-any-return]
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
         return self.get_run(execution_id)  # type: ignore[attr-defined,no-any-return]

@@ -55,7 +55,7 @@ from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionErro
 from . import _codec
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
-from ._leases import Fences
+from ._leases import Fences, creation_lease_seconds
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
 from .base import PendingInterrupt, PruneResult, RunRecord
@@ -292,7 +292,11 @@ class PostgresCheckpointer(PostgresLeases):
         return (yield self._q(template), params).rowcount
 
     # --- runs -----------------------------------------------------------------------------
-    def _create_run_plan(self, run: RunRecord) -> Plan[RunRecord]:
+    def _create_run_plan(self, run: RunRecord, lease_seconds: float | None) -> Plan[RunRecord]:
+        lease = creation_lease_seconds(run, lease_seconds)  # refused before any I/O
+        return self._insert_run_plan(run, lease)
+
+    def _insert_run_plan(self, run: RunRecord, lease_seconds: float | None) -> Plan[RunRecord]:
         params = (
             run.execution_id,
             run.runner_name,
@@ -302,6 +306,7 @@ class PostgresCheckpointer(PostgresLeases):
             run.parent_execution_id,
             run.parent_checkpoint_id,
             run.owner,
+            lease_seconds,
         )
         try:
             res: Result = yield self._q(q.INSERT_RUN), params
@@ -313,22 +318,27 @@ class PostgresCheckpointer(PostgresLeases):
                 "fork it instead",
                 execution_id=run.execution_id,
             ) from exc
-        run.created_at = run.updated_at = _codec.ts_to_dt(res.rows[0][0])
+        created, expires = res.rows[0]
+        run.created_at = run.updated_at = _codec.ts_to_dt(created)
+        run.lease_expires_at = _codec.ts_to_dt(expires)
         return run
 
-    def create_run(self, run: RunRecord) -> RunRecord:
-        """Insert a new run.
+    def create_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        """Insert a new run; one with an ``owner`` is leased to it for ``lease_seconds``
+        (server clock) by the same statement.
 
         Raises:
-            ConfigurationError: a run with this execution_id already exists.
+            ConfigurationError: a run with this execution_id already exists, or an owner was
+                given without ``lease_seconds``.
         """
-        out = self._db.run("create_run", self._create_run_plan(run), execution_id=run.execution_id)
+        plan = self._create_run_plan(run, lease_seconds)
+        out = self._db.run("create_run", plan, execution_id=run.execution_id)
         self._heads.reset(run.execution_id, _codec.empty_head())
         return out
 
-    async def acreate_run(self, run: RunRecord) -> RunRecord:
+    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
         out = await self._db.arun(
-            "create_run", self._create_run_plan(run), execution_id=run.execution_id
+            "create_run", self._create_run_plan(run, lease_seconds), execution_id=run.execution_id
         )
         self._heads.reset(run.execution_id, _codec.empty_head())
         return out

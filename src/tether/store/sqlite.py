@@ -39,7 +39,7 @@ from ..errors import (
 )
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._leases import Fences
+from ._leases import Fences, creation_lease_seconds
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
@@ -442,8 +442,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             self._wal.stop()
 
     # --- runs -----------------------------------------------------------------------------
-    def create_run(self, run: RunRecord) -> RunRecord:
+    def create_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        """Insert a new run; one with an ``owner`` is leased to it for ``lease_seconds`` by the
+        same statement.
+
+        Raises:
+            ConfigurationError: a run with this execution_id already exists, or an owner was
+                given without ``lease_seconds``.
+        """
+        lease = creation_lease_seconds(run, lease_seconds)
         now = _now()
+        expires = None if lease is None else now + lease
         with self._write() as conn:
             try:
                 conn.execute(
@@ -457,7 +466,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                         run.parent_execution_id,
                         run.parent_checkpoint_id,
                         run.owner,
-                        None,
+                        expires,
                         None,
                         now,
                         now,
@@ -474,6 +483,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 ) from exc
         self._heads.reset(run.execution_id, _codec.empty_head())
         run.created_at = run.updated_at = _codec.ts_to_dt(now)
+        run.lease_expires_at = _codec.ts_to_dt(expires)
         return run
 
     def get_run(self, execution_id: str) -> RunRecord | None:

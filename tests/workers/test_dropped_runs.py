@@ -1,0 +1,175 @@
+"""A run whose drive raised is given back for a retry, never kept by a live process that no
+longer drives it; ``max_attempts`` still stops one that fails every time (``docs/workers.md``,
+"When a drive raises")."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import signal
+import time
+from typing import Any
+
+import pytest
+
+import tether
+from tests.hostile.conftest import raw_sql
+from tests.support.waiting import wait_for
+from tests.workers.procs import spawn_worker, stop_all
+from tether import Chain
+from tether.checkpoint import Checkpoint
+from tether.errors import CorruptRecordError, StoreUnavailableError
+
+LEASE_SECONDS = 3.0
+
+
+def _setup(store: Any) -> None:
+    getattr(store, "setup", lambda: None)()
+
+
+def test_a_run_whose_drive_raised_is_retried_by_the_live_worker_within_a_lease(
+    store_and_url, tmp_path
+):
+    store, url = store_and_url
+    _setup(store)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ids = [f"flaky-{i}" for i in range(3)]
+    for eid in ids:
+        tether.enqueue(store, "flaky", {"eid": eid}, execution_id=eid)
+    # One worker: nobody else can retry the runs its drives gave up.
+    worker = spawn_worker(
+        url, tmp_path, "w", lease_seconds=LEASE_SECONDS, TETHER_TEST_MARKS=str(marks)
+    )
+    try:
+
+        def finished() -> bool:
+            return all(store.get_run(eid).status == "completed" for eid in ids)
+
+        wait_for(finished, "the runs whose first drive raised to complete", 30)
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+    finally:
+        stop_all([worker])
+    log = (tmp_path / "w.log").read_text()
+    assert log.count("drive raised") == len(ids), log
+    assert f"worker stopped: {2 * len(ids)} claimed" in log, log
+    for eid in ids:
+        run = store.get_run(eid)
+        assert run.owner is None and run.lease_expires_at is None
+        assert [cp.node_id for cp in store.list(eid)] == ["once", "run_end"]
+        failed_at = dt.datetime.fromtimestamp((marks / eid).stat().st_mtime, dt.UTC)
+        retried_after = (run.finished_at - failed_at).total_seconds()
+        print(f"{eid}: retried and finished {retried_after:.2f} s after its drive raised")
+        # The store "went away": nothing was written, and the lease lapsed one period after
+        # its last renewal (at most that long before the drive raised).
+        assert retried_after < 2 * LEASE_SECONDS
+
+
+def _broken_chain(store: Any) -> Chain:
+    chain = Chain("broken", store)
+    chain.add_node("a", lambda state: {"a": 1})
+    chain.add_node("b", lambda state: {"b": 2})
+    chain.add_edge("a", "b")
+    return chain
+
+
+def _crashed_run_with_a_corrupt_row(store: Any, eid: str) -> None:
+    """A run whose process died after step ``a``, whose row for ``a`` cannot be decoded: every
+    drive that continues it raises ``CorruptRecordError``."""
+    store.create_run(tether.RunRecord(eid, "broken", "chain", input={}))
+    store.put(Checkpoint(eid, "a", "node", "completed", {"a": 1}, next_node_id="b"))
+    raw_sql(store)("UPDATE {t}checkpoints SET state = ? WHERE execution_id = ?", (b"{bad", eid))
+
+
+def test_a_run_whose_drive_raises_every_time_is_dead_lettered_after_max_attempts(store):
+    chain = _broken_chain(store)
+    _crashed_run_with_a_corrupt_row(store, "corrupt")
+    started = time.monotonic()
+    stats = tether.run_worker(
+        tether.Registry(chain),
+        store,
+        lease_seconds=30,
+        max_attempts=3,
+        poll_interval_seconds=0.01,
+        # Well inside one lease: each retry follows a give-back, not a lapse.
+        stop=lambda: store.get_run("corrupt").status == "failed" or time.monotonic() > started + 20,
+    )
+    run = store.get_run("corrupt")
+    assert run.status == "failed" and run.error.startswith("DeadLetter:"), run
+    assert "claimed 3 times" in run.error and run.owner is None
+    assert stats.errors == 3 and stats.dead_lettered == 1 and stats.finished == 0
+    rows = raw_sql(store)("SELECT node_id FROM {t}checkpoints WHERE execution_id = ?", ("corrupt",))
+    assert rows == [("a",)]  # nothing written by the failed drives
+
+
+def test_a_resume_by_hand_that_raised_gives_the_run_back_at_once(store):
+    chain = _broken_chain(store)
+    _crashed_run_with_a_corrupt_row(store, "corrupt")
+    with pytest.raises(CorruptRecordError):
+        chain.resume("corrupt")
+    run = store.get_run("corrupt")
+    assert run.status == "running" and run.owner is None
+    # Nobody drives it: a worker, of any lease length, claims it now.
+    (claimed,) = store.claim_runs(owner="w:1:x", limit=5, lease_seconds=30, max_attempts=5)
+    assert claimed.execution_id == "corrupt" and claimed.previous_owner is None
+
+
+def test_an_in_process_drive_whose_store_went_away_leaves_its_lease_to_lapse_unrenewed(store):
+    chain = Chain("unavailable", store)
+    chain.lease_seconds = 1
+
+    def step(state: dict[str, Any]) -> dict[str, Any]:
+        raise StoreUnavailableError("the store went away")
+
+    chain.add_node("step", step)
+    with pytest.raises(StoreUnavailableError):
+        chain.run({}, execution_id="away")
+    run = store.get_run("away")
+    # Nothing written on the way out (the store was away); the lease is the creation's.
+    assert run.status == "running" and run.owner is not None
+    assert run.lease_expires_at <= run.created_at + dt.timedelta(seconds=1)
+    wait_for(
+        lambda: store.claim_runs(owner="w:1:x", limit=5, lease_seconds=30, max_attempts=5),
+        "a worker's claim of the lapsed run",
+        5,
+    )
+    assert store.get_run("away").owner == "w:1:x"
+
+
+def test_a_cancelled_worker_stops_its_drives_and_stops_renewing_their_leases(store):
+    state = {"started": 0, "finished": 0}
+
+    async def long_step(s: dict[str, Any]) -> dict[str, Any]:
+        state["started"] += 1
+        await asyncio.sleep(2)
+        state["finished"] += 1
+        return {"done": True}
+
+    chain = Chain("long", store)
+    chain.add_node("step", long_step)
+    tether.enqueue(store, "long", {}, execution_id="long")
+
+    async def main() -> None:
+        worker = asyncio.create_task(
+            tether.arun_worker(
+                tether.Registry(chain), store, lease_seconds=0.3, poll_interval_seconds=0.01
+            )
+        )
+        while not state["started"]:
+            await asyncio.sleep(0.01)
+        worker.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+        await asyncio.sleep(2.5)  # the loop lives on, as in a long-lived application
+
+    asyncio.run(main())
+    assert state == {"started": 1, "finished": 0}  # the drive stopped with its worker
+    run = store.get_run("long")
+    assert run.status == "running" and store.list("long") == []
+    # Its lease was left to lapse (nothing renews it), not given back: the cancelled drive may
+    # still have a step in flight in a thread, so the next owner waits one lease period.
+    assert run.lease_expires_at is not None
+    assert run.lease_expires_at < dt.datetime.now(dt.UTC)
+    (claimed,) = store.claim_runs(owner="w:1:y", limit=5, lease_seconds=30, max_attempts=5)
+    assert claimed.execution_id == "long"
