@@ -9,6 +9,7 @@ Prints one JSON line: {"status", "output", "error", "pending"}.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import tether
@@ -19,6 +20,8 @@ def main(argv: list[str]) -> int:
     db_url, stub_url, verb, eid = argv[:4]
     store = tether.connect(db_url)
     agent = durable(stub_url, store)
+    if os.environ.get("LEASE_SECONDS"):  # a short lease, so a worker takes the run over soon
+        agent.lease_seconds = float(os.environ["LEASE_SECONDS"])  # type: ignore[attr-defined]
     try:
         if verb == "run":
             result = agent.run(argv[4], execution_id=eid)

@@ -303,6 +303,6 @@ def test_a_tether_agent_needs_a_name_and_a_pydantic_ai_agent(stub: StubServer) -
 
     with pytest.raises(tether.ConfigurationError, match="name"):
         TetherAgent(Agent(model(stub.url)))
-    with pytest.raises(tether.ConfigurationError, match="pydantic_ai.Agent"):
+    with pytest.raises(tether.ConfigurationError, match=r"pydantic_ai\.Agent"):
         TetherAgent(object())  # type: ignore[arg-type]
     assert TetherAgent(Agent(model(stub.url)), name="named").name == "named"
