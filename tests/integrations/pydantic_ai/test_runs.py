@@ -3,6 +3,8 @@ loopback model stub through the real OpenAI SDK, on SQLite and Postgres."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
+
 import pytest
 from pydantic_ai.capabilities import ProcessHistory
 
@@ -306,3 +308,50 @@ def test_a_tether_agent_needs_a_name_and_a_pydantic_ai_agent(stub: StubServer) -
     with pytest.raises(tether.ConfigurationError, match=r"pydantic_ai\.Agent"):
         TetherAgent(object())  # type: ignore[arg-type]
     assert TetherAgent(Agent(model(stub.url)), name="named").name == "named"
+
+
+def test_an_event_stream_handler_gets_each_live_model_stream_once_across_a_pause(
+    store, stub: StubServer, logs: Logs
+) -> None:
+    from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, ToolCallPart
+
+    events: list[object] = []
+
+    async def handler(ctx: object, stream: AsyncIterable[object]) -> None:
+        async for event in stream:
+            events.append(event)
+
+    def text_of(found: list[object]) -> str:
+        out = ""
+        for e in found:
+            if isinstance(e, PartStartEvent) and isinstance(e.part, TextPart):
+                out += e.part.content
+            elif isinstance(e, PartDeltaEvent) and hasattr(e.delta, "content_delta"):
+                out += e.delta.content_delta
+        return out
+
+    def tool_parts(found: list[object]) -> list[str]:
+        return [
+            e.part.tool_name
+            for e in found
+            if isinstance(e, PartStartEvent) and isinstance(e.part, ToolCallPart)
+        ]
+
+    stub.script(
+        [
+            {"tool_calls": [call("refund", order_id="A-1", amount=3)]},
+            {"text": "Refunded A-1 today."},
+        ]
+    )
+    agent = durable(stub.url, store)
+    paused = agent.run("Refund A-1", execution_id="s1", event_stream_handler=handler)
+    assert paused.status == "paused"
+    assert tool_parts(events) == ["refund"]
+    events.clear()
+    done = agent.resume("s1", Resume(approved=True), event_stream_handler=handler)
+    assert done.status == "completed" and done.output == "Refunded A-1 today."
+    # The resumed drive streams what it ran: the answer, not turn 0 again.
+    assert text_of(events) == "Refunded A-1 today."
+    assert tool_parts(events) == []
+    assert [bool(body.get("stream")) for body in stub.requests] == [True, True]
+    assert len(logs.ran("refund")) == 1

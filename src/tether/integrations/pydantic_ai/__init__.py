@@ -24,5 +24,6 @@ from .result import TetherRunResult
 
 __all__ = ["SUPPORTED_VERSIONS", "ReplayDivergedError", "TetherAgent", "TetherRunResult"]
 
-SUPPORTED_VERSIONS = ">=2.0,<3"
-"""The pydantic-ai (``pydantic-ai-slim``) versions this integration is tested with."""
+SUPPORTED_VERSIONS = ">=2.20,<3"
+"""The pydantic-ai (``pydantic-ai-slim``) versions this integration supports: the extra pins
+them, and the suite runs on the newest release (it was also run on 2.20.0, the oldest)."""

@@ -5,10 +5,11 @@ request and tool call, replays the journaled ones, and turns deferred tool calls
 It hooks in where pydantic-ai's capabilities hook in (innermost, so the agent's own
 capabilities run around it on replay as they did live):
 
-- ``wrap_model_request`` numbers the request steps; ``get_wrapper_model`` wraps the model that
-  serves each attempt in :class:`JournalModel`, which answers a journaled step from the journal
-  and records a live one (so a fallback's failed attempts are not journaled, and hooks such as
-  history processors run on replay as they did live);
+- ``wrap_model_request`` numbers the request steps and puts the step's model in a
+  :class:`JournalModel`, which answers a journaled step from the journal and records a live
+  one; ``prepare_model_request`` does it again for an attempt a hook moved to another model.
+  Only the model's I/O is journaled: hooks such as history processors run on replay as they did
+  live, and a fallback's failed attempts are not journaled;
 - ``wrap_tool_execute`` answers a journaled tool call from the journal and records a live one;
 - ``handle_deferred_tool_calls`` answers deferred calls from the answers given so far, and
   pauses the run on the first that has none (:mod:`._questions`).
@@ -80,19 +81,19 @@ class JournalModel(WrapperModel):
     def __init__(self, wrapped: Model, journal: Journal, turn: int) -> None:
         super().__init__(wrapped)
         self._journal = journal
-        self._turn = turn
+        self.turn = turn
 
     def _recorded(self, messages: list[ModelMessage]) -> ModelResponse | None:
-        entry = self._journal.recorded_model(self._turn, len(messages))
+        entry = self._journal.recorded_model(self.turn, len(messages))
         return None if entry is None else _codec.load_response(entry["response"])
 
     async def _record(self, messages: list[ModelMessage], response: ModelResponse) -> None:
         entry = {
-            "key": f"model:{self._turn}",
+            "key": f"model:{self.turn}",
             "messages": len(messages),
             "response": _codec.dump_response(response),
         }
-        await self._journal.record(entry, Step(model_node(self._turn), "llm_call", self._turn))
+        await self._journal.record(entry, Step(model_node(self.turn), "llm_call", self.turn))
 
     async def request(
         self,
@@ -103,7 +104,7 @@ class JournalModel(WrapperModel):
         recorded = self._recorded(messages)
         if recorded is not None:
             return recorded
-        eid, node_id = self._journal.execution_id, model_node(self._turn)
+        eid, node_id = self._journal.execution_id, model_node(self.turn)
         with _trace.llm_call(eid, node_id, self.wrapped) as traced:
             response = await self.wrapped.request(
                 messages, model_settings, model_request_parameters
@@ -127,7 +128,7 @@ class JournalModel(WrapperModel):
                 recorded, model_request_parameters=model_request_parameters
             )
             return
-        eid, node_id = self._journal.execution_id, model_node(self._turn)
+        eid, node_id = self._journal.execution_id, model_node(self.turn)
         with _trace.llm_call(eid, node_id, self.wrapped) as traced:
             async with self.wrapped.request_stream(
                 messages, model_settings, model_request_parameters, run_context
@@ -152,6 +153,14 @@ class JournalCapability(AbstractCapability[Any]):
     def get_ordering(self) -> CapabilityOrdering:
         return CapabilityOrdering(position="innermost")
 
+    def _journaled(self, model: Model) -> Model:
+        assert self._turn is not None
+        if isinstance(model, JournalModel):
+            if model.turn == self._turn:
+                return model
+            model = model.wrapped
+        return JournalModel(model, self._journal, self._turn)
+
     async def wrap_model_request(
         self,
         ctx: RunContext[Any],
@@ -160,12 +169,17 @@ class JournalCapability(AbstractCapability[Any]):
         handler: WrapModelRequestHandler,
     ) -> ModelResponse:
         self._turn = self._journal.begin_model_step()
+        request_context.model = self._journaled(request_context.model)
         return await handler(request_context)
 
-    def get_wrapper_model(self, model: Model) -> Model | None:
-        if self._turn is None or isinstance(model, JournalModel):
-            return None
-        return JournalModel(model, self._journal, self._turn)
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        # Per attempt (pydantic-ai versions that have the hook): an attempt a hook moved to
+        # another model (a fallback) is journaled under the same step.
+        if self._turn is not None:
+            request_context.model = self._journaled(request_context.model)
+        return request_context
 
     async def wrap_tool_execute(
         self,
