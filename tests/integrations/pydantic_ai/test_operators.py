@@ -131,9 +131,18 @@ def test_a_worker_takes_over_a_run_whose_process_died_in_a_tool_and_finishes_it_
             "the worker to finish the run and give it back",
             90,
         )
+        # A run queued for the same worker starts from its prompt.
+        stub.script([{"text": "Hello from the queue."}])
+        tether.enqueue(store, "support", "Hi", execution_id="q1")
+        wait_for(
+            lambda: (r := store.get_run("q1")) is not None and r.status == "completed",
+            "the worker to run the queued run",
+            90,
+        )
     finally:
         stop_all([worker])
-    assert len(stub.requests) == 3
+    assert store.list("q1")[-1].node_output["output"] == "Hello from the queue."
+    assert len(stub.requests) == 4
     assert len(logs.ran("lookup")) == 1 and len(logs.ran("pack")) == 2
     assert logs.charges() == [{"order_id": "W-1", "amount": 100}]
     assert store.list("w1")[-1].node_output["output"] == "Packed W-1."

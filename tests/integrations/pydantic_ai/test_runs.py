@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable
 
 import pytest
+from pydantic_ai import RunContext
 from pydantic_ai.capabilities import ProcessHistory
 
 import tether
@@ -355,3 +356,67 @@ def test_an_event_stream_handler_gets_each_live_model_stream_once_across_a_pause
     assert tool_parts(events) == []
     assert [bool(body.get("stream")) for body in stub.requests] == [True, True]
     assert len(logs.ran("refund")) == 1
+
+
+def test_an_approval_with_override_args_runs_the_tool_with_those_arguments(
+    store, stub: StubServer, logs: Logs
+) -> None:
+    stub.script([{"tool_calls": [call("refund", order_id="A-1", amount=900)]}, {"text": "Done."}])
+    agent = durable(stub.url, store)
+    assert agent.run("Refund 900", execution_id="ov1").status == "paused"
+    answer = Resume(approved=True, data={"override_args": {"order_id": "A-1", "amount": 500}})
+    assert agent.resume("ov1", answer).status == "completed"
+    assert logs.charges() == [{"order_id": "A-1", "amount": -500}]
+
+
+def test_interrupt_in_an_output_validator_pauses_the_run_and_the_answer_lets_it_finish(
+    store, stub: StubServer, logs: Logs
+) -> None:
+    agent = support_agent(stub.url)
+
+    @agent.output_validator
+    def manager_signs(output: str) -> str:
+        answer = tether.interrupt("sign_off", {"draft": output})
+        return f"{output} (signed: {answer.data})"
+
+    stub.script([{"tool_calls": [call("lookup", order_id="A-1")]}, {"text": "It shipped."}])
+    durable_agent = TetherAgent(agent, checkpointer=store)
+    paused = durable_agent.run("Where is A-1?", execution_id="ov2")
+    assert paused.status == "paused" and paused.pending_interrupt is not None
+    assert paused.pending_interrupt["reason"] == "sign_off"
+    assert paused.pending_interrupt["context"] == {"draft": "It shipped."}
+    assert paused.pending_interrupt["node_id"] == "turn:1"
+    done = durable_agent.resume("ov2", Resume(approved=True, data="Ana"))
+    assert done.status == "completed" and done.output == "It shipped. (signed: Ana)"
+    assert len(stub.requests) == 2 and len(logs.ran("lookup")) == 1
+
+
+def test_a_drive_given_no_deps_gets_them_from_deps_factory(store, stub: StubServer) -> None:
+    from pydantic_ai import Agent
+
+    from tests.integrations.pydantic_ai.agents import model
+
+    agent = Agent(model(stub.url), name="desk", deps_type=dict)
+    seen: list[str] = []
+
+    @agent.tool
+    def whoami(ctx: RunContext[dict[str, str]]) -> str:
+        seen.append(ctx.deps["user"])
+        return ctx.deps["user"]
+
+    @agent.tool_plain(requires_approval=True)
+    def act() -> str:
+        return "acted"
+
+    desk = TetherAgent(agent, checkpointer=store, deps_factory=lambda: {"user": "from-factory"})
+    stub.script(
+        [
+            {"tool_calls": [{"name": "whoami", "arguments": {}}, {"name": "act", "arguments": {}}]},
+            {"tool_calls": [{"name": "whoami", "arguments": {}}]},
+            {"text": "ok"},
+        ]
+    )
+    assert desk.run("go", execution_id="dp1", deps={"user": "given"}).status == "paused"
+    assert desk.resume("dp1", Resume(approved=True)).status == "completed"
+    # The first call is answered from the journal; the one after the resume saw the factory's.
+    assert seen == ["given", "from-factory"]
