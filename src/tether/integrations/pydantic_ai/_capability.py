@@ -42,7 +42,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolDefinition
 
-from ... import _trace, serde
+from ... import _trace
 from ...errors import InterruptSignal
 from ...interrupt import interrupt_scope
 from . import _codec
@@ -207,10 +207,8 @@ class JournalCapability(AbstractCapability[Any]):
                 # Paused inside the tool: defer the call, so the calls beside it finish and are
                 # journaled first; the deferral handler then pauses the run, and on resume the
                 # tool runs again from its top with the answer (nothing of it is journaled).
-                context = serde.from_jsonable(
-                    serde.loads(serde.dumps(sig.context, "interrupt context"))
-                )
-                mark = {"key": key, "reason": sig.reason, "context": context, "index": sig.index}
+                mark = {"key": key, "reason": sig.reason, "index": sig.index}
+                mark["context"] = sig.context
                 raise CallDeferred({INTERRUPT_MARK: mark}) from None
             except _codec.CONTROL_FLOW as signal:
                 await self._record_tool(key, turn, call, _codec.outcome_of_signal(signal, name))

@@ -26,7 +26,7 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.run import AgentRunResult
 from pydantic_core import to_jsonable_python
 
-from ... import _lease, _trace
+from ... import _lease, _trace, serde
 from ..._context import RunContext, agent_path_scope, run_scope
 from ..._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ...checkpoint import Checkpoint
@@ -185,8 +185,7 @@ class _Drive:
         return await self._fail(exc)
 
     async def _pause(self, q: Question) -> TetherRunResult[Any]:
-        from ... import serde
-
+        # Frozen as JSON now: what the human approves is never recomputed.
         context = serde.from_jsonable(serde.loads(serde.dumps(q.context, "interrupt context")))
         earlier = self.journal.answers.get(q.key, [])[: q.index]
         path = self.path if q.tool is None else f"{self.path}/tool:{q.tool}"
