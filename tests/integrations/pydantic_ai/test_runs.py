@@ -420,3 +420,26 @@ def test_a_drive_given_no_deps_gets_them_from_deps_factory(store, stub: StubServ
     assert desk.resume("dp1", Resume(approved=True)).status == "completed"
     # The first call is answered from the journal; the one after the resume saw the factory's.
     assert seen == ["given", "from-factory"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_provider_api_key_never_reaches_the_store(
+    store, stub: StubServer, logs: Logs, tmp_path, backend: str
+) -> None:
+    from tests.integrations.pydantic_ai.agents import API_KEY
+
+    stub.script([{"tool_calls": [call("refund", order_id="A-1", amount=5)]}, {"text": "Done."}])
+    agent = durable(stub.url, store)
+    assert agent.run("Refund", execution_id="key1").status == "paused"
+    assert agent.resume("key1", Resume(approved=True)).status == "completed"
+    assert stub.log[0].headers["authorization"] == f"Bearer {API_KEY}"
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("tether.db*"))
+    assert b"tool_approval" in stored or b"refund" in stored  # the file holds the run
+    assert API_KEY.encode() not in stored
+    # Compressed states hold no plain text: look in every row as read back, too.
+    rows_read = [
+        (cp.state_snapshot, cp.node_input, cp.node_output, cp.interrupt_context)
+        for cp in store.list("key1")
+    ]
+    run = store.get_run("key1")
+    assert API_KEY not in repr((rows_read, run.input if run else None))
