@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import memory, peers, workloads
+from . import pydantic_ai as pydantic_ai_bench
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render
 
@@ -33,6 +34,10 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     ("W3: resume latency after a failure", workloads.w3_resume),
     ("W4: 16 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
     ("W5: agent, 200 turns", workloads.w5_agent),
+    (
+        "PYDANTIC_AI: pydantic-ai run, durable vs bare (local model server)",
+        pydantic_ai_bench.pydantic_ai,
+    ),
     ("Memory: one 10,000-step run", memory.memory),
 ]
 

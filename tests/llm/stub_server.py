@@ -26,6 +26,10 @@ item and answers it in that endpoint's format. A script item is a dict with any 
 
 When the script runs out the stub answers 400 (which the SDKs do not retry) saying so.
 
+A chat-completions request with ``"stream": true`` is answered with the same answer as
+server-sent ``chat.completion.chunk`` events: the text in two chunks, each tool call in one, then
+the finish reason and the usage, then ``data: [DONE]``.
+
 Child processes only need :attr:`StubServer.url`: the server runs in the test process, which
 sees their requests in :attr:`StubServer.requests`. A process can also script it or read its log
 over HTTP (``POST /_stub/script`` with a JSON list, ``GET /_stub/requests``); see
@@ -183,6 +187,9 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 return
             if item.get("delay_seconds"):
                 time.sleep(float(item["delay_seconds"]))
+            if _streams_chat(render, body, item):
+                self._send_chat_chunks(_openai_chunks(_openai_body(stub, item, body)))
+                return
             if "status" in item:
                 message = item.get("error", f"scripted HTTP {item['status']}")
                 self._send(int(item["status"]), render_error(message))
@@ -201,6 +208,18 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
+
+        def _send_chat_chunks(self, chunks: list[dict[str, Any]]) -> None:
+            lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+            data = "".join(lines).encode()
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
     return Handler
 
@@ -285,3 +304,29 @@ def _anthropic_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> 
 
 def _anthropic_error(message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": "api_error", "message": message}}
+
+
+def _streams_chat(render: Any, body: Any, item: Mapping[str, Any]) -> bool:
+    """A streamed chat-completions request answered with a scripted answer (not an error)."""
+    streamed = isinstance(body, dict) and bool(body.get("stream"))
+    return render is _openai_body and streamed and "status" not in item and "body" not in item
+
+
+def _openai_chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole chat completion as the ``chat.completion.chunk`` events the API streams."""
+    head = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    choice, message = answer["choices"][0], answer["choices"][0]["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    text = message.get("content") or ""
+    if text:
+        half = len(text) // 2
+        deltas += [{"content": text[:half]}, {"content": text[half:]}]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        deltas.append({"tool_calls": [{"index": index, **call}]})
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas
+    ]
+    end = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
+    chunks.append({**head, "choices": [end]})
+    chunks.append({**head, "choices": [], "usage": answer["usage"]})
+    return chunks
