@@ -1,4 +1,5 @@
-"""A loopback stand-in for the OpenAI and Anthropic HTTP APIs, driven by a script.
+"""A loopback stand-in for the OpenAI (chat completions and Responses) and Anthropic HTTP APIs,
+driven by a script.
 
 Tests point the real SDKs at it (``base_url=stub.url + "/v1"`` for openai, ``base_url=stub.url``
 for anthropic) and script its answers::
@@ -11,8 +12,10 @@ for anthropic) and script its answers::
         ...
         assert stub.requests[1]["messages"][-1]["role"] == "tool"
 
-Each request to ``POST /v1/chat/completions`` or ``POST /v1/messages`` takes the next script
-item and answers it in that endpoint's format. A script item is a dict with any of:
+Each request to ``POST /v1/chat/completions``, ``POST /v1/responses`` (the OpenAI Responses API,
+which the OpenAI Agents SDK uses by default) or ``POST /v1/messages`` takes the next script item
+and answers it in that endpoint's format; a Responses request with ``"stream": true`` is
+answered as server-sent events. A script item is a dict with any of:
 
 - ``"text"``: the answer's text;
 - ``"tool_calls"``: ``[{"name": str, "arguments": dict | str, "id"?: str}]`` (a ``str`` is sent
@@ -21,7 +24,8 @@ item and answers it in that endpoint's format. A script item is a dict with any 
   as ``cache_read_input_tokens`` are passed through);
 - ``"finish_reason"``: the provider's own spelling (``"length"``, ``"max_tokens"``, ...);
 - ``"status"`` and ``"error"``: answer with this HTTP error instead;
-- ``"delay_seconds"``: wait this long before answering (timeouts);
+- ``"delay_seconds"``: wait this long before answering (timeouts, or a request to kill a client
+  in the middle of: wait until :attr:`StubServer.requests` has it);
 - ``"body"``: a raw JSON body to send as is.
 
 When the script runs out the stub answers 400 (which the SDKs do not retry) saying so.
@@ -45,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 OPENAI_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 
 
@@ -171,6 +176,8 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"ok": True})
             elif path == OPENAI_PATH:
                 self._answer(body, _openai_body, _openai_error)
+            elif path == RESPONSES_PATH:
+                self._answer(body, _responses_body, _openai_error)
             elif path == ANTHROPIC_PATH:
                 self._answer(body, _anthropic_body, _anthropic_error)
             else:
@@ -188,8 +195,24 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self._send(int(item["status"]), render_error(message))
             elif "body" in item:
                 self._send(200, item["body"])
+            elif render is _responses_body and isinstance(body, dict) and body.get("stream"):
+                self._send_events(_responses_events(_responses_body(stub, item, body)))
             else:
                 self._send(200, render(stub, item, body))
+
+        def _send_events(self, events: list[dict[str, Any]]) -> None:
+            data = b"".join(
+                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+                for event in events
+            )
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _send(self, status: int, payload: Any) -> None:
             data = json.dumps(payload).encode()
@@ -247,6 +270,69 @@ def _openai_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> dic
             "total_tokens": input_tokens + output_tokens,
         },
     }
+
+
+def _responses_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if item.get("text") is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": stub._next_id("msg_stub_"),
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": item["text"], "annotations": []}],
+            }
+        )
+    for call in item.get("tool_calls") or []:
+        arguments = call.get("arguments", {})
+        output.append(
+            {
+                "type": "function_call",
+                "id": stub._next_id("fc_stub_"),
+                "call_id": call.get("id") or stub._next_id("call_stub_"),
+                "name": call["name"],
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                "status": "completed",
+            }
+        )
+    input_tokens, output_tokens = _usage(item)
+    request = request if isinstance(request, dict) else {}
+    return {
+        "id": stub._next_id("resp_stub_"),
+        "object": "response",
+        "created_at": 0,
+        "model": request.get("model", "stub"),
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": None,
+        "top_p": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole Responses answer as the stream of events the API sends for it."""
+    started = {**response, "status": "in_progress", "output": []}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+    for index, item in enumerate(response["output"]):
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": response})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
 def _openai_error(message: str) -> dict[str, Any]:
