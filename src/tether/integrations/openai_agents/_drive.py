@@ -228,11 +228,13 @@ def _rejection_message(answer: Resume) -> str | None:
     return None
 
 
-def _jsonable(value: Any, path: str) -> Any:
+def _storable(value: Any, path: str) -> Any:
+    """``value`` when the store can keep it (typed values come back typed), else its text."""
     try:
-        return serde.to_jsonable(value, path)
+        serde.to_jsonable(value, path)
     except SerializationError:
         return str(value)
+    return value
 
 
 async def _complete(journal: Journal, result: RunResult) -> TetherRunResult:
@@ -247,7 +249,7 @@ async def _complete(journal: Journal, result: RunResult) -> TetherRunResult:
             state_snapshot=journal.state(),
             node_index=journal.model_calls(_run_scope(journal)),
             node_output={
-                "output": _jsonable(result.final_output, "final_output"),
+                "output": _storable(result.final_output, "final_output"),
                 "last_agent": result.last_agent.name,
             },
             agent_path=f"{journal.path}/{segment('agent', result.last_agent.name)}",
@@ -269,7 +271,7 @@ async def _pause_for_approval(
     node_id = f"turn:{max(n - 1, 0)}/tool:{tool}"
     context = {
         "tool": tool,
-        "arguments": _jsonable(arguments, "arguments"),
+        "arguments": _storable(arguments, "arguments"),
         "agent": agent,
         "call_id": _call_id(item),
     }
