@@ -39,6 +39,7 @@ over HTTP (``POST /_stub/script`` with a JSON list, ``GET /_stub/requests``); se
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.request
@@ -151,6 +152,12 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         # HTTP/1.0: one request per connection, so no keep-alive socket outlives a test.
         protocol_version = "HTTP/1.0"
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in two writes: without this, Nagle's algorithm holds the
+            # body until the client's delayed ACK (~40 ms a request).
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
