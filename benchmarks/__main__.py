@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import memory, peers, workloads
+from . import memory, openai_agents, peers, workloads
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render
 
@@ -34,6 +34,10 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     ("W4: 16 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
     ("W5: agent, 200 turns", workloads.w5_agent),
     ("Memory: one 10,000-step run", memory.memory),
+    (
+        "OPENAI_AGENTS: OpenAI Agents SDK run, durable vs bare (local model server)",
+        openai_agents.openai_agents,
+    ),
 ]
 
 
