@@ -7,7 +7,8 @@ Responses API, to the test's :class:`tests.llm.stub_server.StubServer` at
 
 Tool bodies append a line to the file ``TETHER_TEST_LEDGER`` each time they run, so a test
 counts them across processes. ``ship`` charges through ``@idempotent`` and then, while the
-file ``TETHER_TEST_HOLD`` exists, waits (a test kills the process there: mid-tool).
+file ``TETHER_TEST_HOLD`` exists, notes ``ship-held`` and waits (a test kills the process
+there: mid-tool, after the charge is cached).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ async def ship(order_id: str) -> str:
     note(f"ship-start:{order_id}")
     receipt = charge(order_id)
     hold = os.environ.get("TETHER_TEST_HOLD")
+    if hold and os.path.exists(hold):
+        note(f"ship-held:{order_id}")
     deadline = time.monotonic() + 60
     while hold and os.path.exists(hold) and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -56,16 +56,17 @@ def oa_env(db_url: str, stub: StubServer, ledger: Path, **extra: str) -> dict[st
     )
 
 
-def spawn_child(env: dict[str, str], *args: str, log: Path | None = None) -> subprocess.Popen[str]:
-    """``python -m tests.integrations.openai_agents.child *args`` in the background."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.integrations.openai_agents.child", *args],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=open(log, "a") if log else subprocess.PIPE,
-        text=True,
-    )
+def spawn_child(env: dict[str, str], *args: str, log: Path) -> subprocess.Popen[bytes]:
+    """``python -m tests.integrations.openai_agents.child *args`` in the background; its output
+    goes to ``log``."""
+    with open(log, "ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.integrations.openai_agents.child", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def run_child(env: dict[str, str], *args: str, timeout: float = 60) -> dict[str, Any]:
