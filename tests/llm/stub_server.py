@@ -14,8 +14,7 @@ for anthropic) and script its answers::
 
 Each request to ``POST /v1/chat/completions``, ``POST /v1/responses`` (the OpenAI Responses API,
 which the OpenAI Agents SDK uses by default) or ``POST /v1/messages`` takes the next script item
-and answers it in that endpoint's format; a Responses request with ``"stream": true`` is
-answered as server-sent events. A script item is a dict with any of:
+and answers it in that endpoint's format (not streamed). A script item is a dict with any of:
 
 - ``"text"``: the answer's text;
 - ``"tool_calls"``: ``[{"name": str, "arguments": dict | str, "id"?: str}]`` (a ``str`` is sent
@@ -202,24 +201,8 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self._send(int(item["status"]), render_error(message))
             elif "body" in item:
                 self._send(200, item["body"])
-            elif render is _responses_body and isinstance(body, dict) and body.get("stream"):
-                self._send_events(_responses_events(_responses_body(stub, item, body)))
             else:
                 self._send(200, render(stub, item, body))
-
-        def _send_events(self, events: list[dict[str, Any]]) -> None:
-            data = b"".join(
-                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-                for event in events
-            )
-            try:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
         def _send(self, status: int, payload: Any) -> None:
             data = json.dumps(payload).encode()
@@ -329,17 +312,6 @@ def _responses_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> 
             "output_tokens_details": {"reasoning_tokens": 0},
         },
     }
-
-
-def _responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """A whole Responses answer as the stream of events the API sends for it."""
-    started = {**response, "status": "in_progress", "output": []}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
-    for index, item in enumerate(response["output"]):
-        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    events.append({"type": "response.completed", "response": response})
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
 
 
 def _openai_error(message: str) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import IN_CI
 from tests.llm.stub_server import StubServer
 from tests.support.proc import ROOT, child_env
+from tests.web.conftest import chromium_path
 
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
@@ -30,6 +32,18 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 def text(answer: str) -> dict[str, Any]:
     """A script item: the model's final answer."""
     return {"text": answer, "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium for the page test (skips without it, fails in CI)."""
+    path = chromium_path()
+    if path is None:
+        reason = "Debian's chromium is not installed at /usr/bin/chromium"
+        if IN_CI:
+            pytest.fail(f"CI requires Chromium: {reason}")
+        pytest.skip(reason)
+    return path
 
 
 @pytest.fixture

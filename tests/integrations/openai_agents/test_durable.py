@@ -264,3 +264,63 @@ def test_the_integration_exports_exactly_its_public_names():
 
 def test_ledger_counts_helper_counts_repeats():
     assert counts(["a", "b", "a"]) == {"a": 2, "b": 1}
+
+
+def test_parallel_tool_calls_of_one_answer_are_journaled_apart_and_neither_runs_again(
+    store, stub: StubServer, ledger_path: Path
+):
+    both = {
+        "tool_calls": [
+            {"name": "lookup", "arguments": {"order_id": "A-1"}},
+            {"name": "lookup", "arguments": {"order_id": "B-2"}},
+        ]
+    }
+    stub.script([HANDOFF, both, {"status": 500, "error": "down"}])
+    durable = support(store, stub.url)
+    failed = durable.run("Where are A-1 and B-2?")
+    assert failed.status == "failed"
+    tool_rows = [c for c in store.list(failed.execution_id) if c.step_type == "tool_call"]
+    assert sorted(c.node_input["arguments"]["order_id"] for c in tool_rows) == ["A-1", "B-2"]
+
+    stub.script([text("Both paid.")])
+    done = durable.resume(failed.execution_id)
+
+    assert done.status == "completed" and done.output == "Both paid."
+    assert counts(ledger(ledger_path)) == {"lookup:A-1": 1, "lookup:B-2": 1}
+    assert len(stub.requests) == 4
+
+
+def test_tether_spans_cover_the_run_each_model_call_and_each_tool_with_trace_ids_on_rows(
+    store, stub: StubServer, ledger_path: Path
+):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import format_trace_id
+
+    import tether.otel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tether.otel.instrument(provider)
+    try:
+        stub.script([HANDOFF, call("lookup", order_id="A-1"), text("Paid.")])
+        result = support(store, stub.url).run("Where is A-1?")
+    finally:
+        tether.otel.uninstrument()
+        provider.shutdown()
+
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert sorted(names) == [
+        "tether.llm support",
+        "tether.llm support",
+        "tether.llm support",
+        "tether.run support",
+        "tether.tool lookup",
+    ]
+    (run,) = [s for s in exporter.get_finished_spans() if s.name == "tether.run support"]
+    assert run.attributes["tether.execution_id"] == result.execution_id
+    assert run.attributes["tether.status"] == "completed"
+    trace_id = format_trace_id(run.context.trace_id)
+    assert {c.node_output["trace_id"] for c in store.list(result.execution_id)} == {trace_id}

@@ -26,7 +26,7 @@ from tests.integrations.openai_agents.conftest import (
 from tests.llm.stub_server import StubServer
 from tests.support.waiting import wait_for
 from tests.web.conftest import TOKEN, start_server, stop_server
-from tests.web.test_page import CHROMIUM_ARGS, chromium  # noqa: F401 (a fixture)
+from tests.web.test_page import CHROMIUM_ARGS
 from tests.workers.procs import stop_all
 from tether.integrations.openai_agents import APPROVAL_REASON
 
@@ -122,7 +122,7 @@ def test_the_approvals_page_shows_a_tool_approval_and_approving_it_completes_the
     db_url: str,
     stub: StubServer,
     ledger_path: Path,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
 ):
     from playwright.sync_api import expect, sync_playwright
 
