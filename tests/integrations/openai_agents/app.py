@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from agents import Agent, RunConfig, function_tool, set_tracing_disabled
+from agents import Agent, RunConfig, RunContextWrapper, function_tool, set_tracing_disabled
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
 
@@ -100,10 +101,25 @@ def escalate(order_id: str) -> str:
     return f"supervisor says {answer.data or ('yes' if answer.approved else 'no')}"
 
 
+@dataclass
+class Customer:
+    """The run context object of a support run."""
+
+    name: str
+    tier: str
+
+
+@function_tool
+def whoami(ctx: RunContextWrapper[Customer]) -> str:
+    """Say who the customer is."""
+    note(f"whoami:{ctx.context.name}")
+    return f"{ctx.context.name} ({ctx.context.tier})"
+
+
 billing = Agent(
     name="billing",
     instructions="You handle refunds and shipping.",
-    tools=[lookup, ship, refund, escalate],
+    tools=[lookup, ship, refund, escalate, whoami],
 )
 triage = Agent(name="triage", instructions="Route the customer.", handoffs=[billing])
 

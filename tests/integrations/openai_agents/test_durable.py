@@ -324,3 +324,52 @@ def test_tether_spans_cover_the_run_each_model_call_and_each_tool_with_trace_ids
     assert run.attributes["tether.status"] == "completed"
     trace_id = format_trace_id(run.context.trace_id)
     assert {c.node_output["trace_id"] for c in store.list(result.execution_id)} == {trace_id}
+
+
+def test_two_approvals_in_one_answer_are_asked_one_at_a_time_and_both_tools_run_once(
+    store, stub: StubServer, ledger_path: Path
+):
+    both = {
+        "tool_calls": [
+            {"name": "refund", "arguments": {"order_id": "A-1", "amount": 900}},
+            {"name": "refund", "arguments": {"order_id": "B-2", "amount": 300}},
+        ]
+    }
+    stub.script([HANDOFF, both, text("One refunded, one declined.")])
+    durable = support(store, stub.url)
+    first = durable.run("Refund A-1 and B-2")
+    assert first.pending_interrupt["context"]["arguments"]["order_id"] == "A-1"
+
+    second = durable.resume(first.execution_id, Resume(approved=True))
+    assert second.status == "paused"
+    assert second.pending_interrupt["context"]["arguments"]["order_id"] == "B-2"
+    assert ledger(ledger_path) == []  # nothing runs before every approval is answered
+
+    done = durable.resume(first.execution_id, Resume(approved=False, data="too late"))
+    assert done.status == "completed" and done.output == "One refunded, one declined."
+    assert ledger(ledger_path) == ["refund:A-1:900"]
+    assert len(stub.requests) == 3
+    outputs = [
+        i["output"] for i in stub.requests[-1]["input"] if i.get("type") == "function_call_output"
+    ]
+    assert outputs[-2:] == ["refunded 900 on A-1", "too late"]
+
+
+def test_the_run_context_is_stored_with_the_run_and_handed_back_to_a_resume(
+    store, stub: StubServer, ledger_path: Path
+):
+    from tests.integrations.openai_agents.app import Customer
+
+    stub.script([HANDOFF, call("whoami"), {"status": 500, "error": "down"}])
+    durable = support(store, stub.url)
+    # The form a run row keeps, which tether.enqueue can pass to a worker too.
+    failed = durable.run({"input": "Who am I?", "context": Customer("Ada", "gold")})
+    assert failed.status == "failed"
+    assert ledger(ledger_path) == ["whoami:Ada"]
+
+    stub.script([call("whoami"), text("You are Ada.")])
+    done = support(store, stub.url).resume(failed.execution_id)  # a fresh runner object
+
+    assert done.status == "completed"
+    assert ledger(ledger_path) == ["whoami:Ada", "whoami:Ada"]
+    assert last_output(stub.requests[-1]) == "Ada (gold)"

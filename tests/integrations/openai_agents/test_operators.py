@@ -62,6 +62,28 @@ def test_tether_approve_with_the_app_resumes_the_run_and_the_tool_runs_once(
     assert ledger(ledger_path) == ["refund:A-1:900"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_tether_fork_branches_a_finished_run_from_its_tool_row_and_runs_only_what_follows(
+    store, db_url: str, stub: StubServer, ledger_path: Path, backend: str
+):
+    stub.script([HANDOFF, call("lookup", order_id="A-1"), text("Paid.")])
+    first = support(store, stub.url).run("Where is A-1?")
+    tool_row = next(c for c in store.list(first.execution_id) if c.step_type == "tool_call")
+    stub.script([text("Paid; branch.")])
+
+    forked = tether_cli(
+        oa_env(db_url, stub, ledger_path),
+        "fork", first.execution_id, "--checkpoint", tool_row.checkpoint_id,
+        "--app", APP, "--db", db_url, "--json",
+    )  # fmt: skip
+
+    assert forked.returncode == 0, forked.stderr
+    outcome = json.loads(forked.stdout)
+    assert (outcome["status"], outcome["output"]) == ("completed", "Paid; branch.")
+    assert outcome["parent_execution_id"] == first.execution_id
+    assert ledger(ledger_path) == ["lookup:A-1"] and len(stub.requests) == 4
+
+
 def test_a_worker_takes_over_a_run_killed_mid_tool_then_continues_an_approval_given_anywhere(
     store, db_url: str, stub: StubServer, ledger_path: Path, tmp_path: Path
 ):

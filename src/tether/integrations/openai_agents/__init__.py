@@ -4,7 +4,7 @@ Wrap an agent in :class:`TetherAgent` and it is a tether runner: its model calls
 tool calls are journaled as checkpoints, a crashed run resumes without repeating completed
 calls, ``needs_approval`` tools pause as tether interrupts, and the run can be registered in a
 :class:`tether.Registry`, continued by ``tether worker``, forked and pruned. See
-``docs/integrations/openai-agents.md``.
+``docs/openai-agents.md``.
 
 Importing this module imports the ``agents`` package; ``import tether`` does not.
 """

@@ -21,7 +21,7 @@ __all__ = ["TetherAgent"]
 
 
 class TetherAgent:
-    """Make an OpenAI Agents SDK agent a durable tether runner (docs/integrations/openai-agents.md).
+    """Make an OpenAI Agents SDK agent a durable tether runner (docs/openai-agents.md).
 
     ``durable.run(input)`` runs ``Runner.run(agent, input)`` with every model call and every
     function tool call journaled as a checkpoint row. A run that crashes resumes (``resume``,
