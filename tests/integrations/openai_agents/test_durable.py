@@ -373,3 +373,32 @@ def test_the_run_context_is_stored_with_the_run_and_handed_back_to_a_resume(
     assert done.status == "completed"
     assert ledger(ledger_path) == ["whoami:Ada", "whoami:Ada"]
     assert last_output(stub.requests[-1]) == "Ada (gold)"
+
+
+def test_a_model_call_the_sdk_retried_keeps_its_journal_key_so_a_replay_finds_it(
+    store, stub: StubServer, ledger_path: Path
+):
+    import agents
+
+    from tests.integrations.openai_agents.app import lookup
+
+    if not hasattr(agents, "retry_policies"):
+        pytest.skip("this openai-agents has no runner-managed model retries")
+    retry = agents.ModelRetrySettings(
+        max_retries=2, policy=agents.retry_policies.http_status([500]), backoff={"initial_delay": 0}
+    )
+    solo = Agent(name="solo", tools=[lookup], model_settings=agents.ModelSettings(retry=retry))
+    durable = TetherAgent(solo, checkpointer=store, run_config=run_config(stub.url))
+    stub.script([{"status": 500, "error": "blip"}, call("lookup", order_id="A-1"), text("Paid.")])
+    done = durable.run("Where is A-1?")
+    assert done.status == "completed" and len(stub.requests) == 3
+    keys = [c.node_input["key"] for c in store.list(done.execution_id) if c.step_type == "llm_call"]
+    assert keys == ["m0", "m1"]
+
+    tool_row = next(c for c in store.list(done.execution_id) if c.step_type == "tool_call")
+    stub.script([text("Paid (branch).")])
+    branch = durable.fork(done.execution_id, tool_row.checkpoint_id)
+
+    assert branch.output == "Paid (branch)."
+    assert len(stub.requests) == 4  # the replay found the retried call's answer
+    assert ledger(ledger_path) == ["lookup:A-1"]

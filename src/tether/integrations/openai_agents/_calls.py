@@ -111,6 +111,8 @@ async def _journaled_get_response(
     journal = current_journal()
     if journal is None or _in_model_call.get():
         return await original(*args, **kwargs)
+    if journal.store_error is not None:
+        raise journal.store_error
     tools = kwargs["tools"] if "tools" in kwargs else (args[3] if len(args) > 3 else ())
     for tool in tools or ():
         if isinstance(tool, FunctionTool):
@@ -128,7 +130,9 @@ async def _journaled_get_response(
                 key=key,
                 execution_id=journal.execution_id,
             )
-        return load_response(recorded["response"], key=key)
+        response = load_response(recorded["response"], key=key)
+        journal.advance(scope)
+        return response
     node_id = f"{scope.node}turn:{n}"
     with _trace.llm_call(journal.execution_id, node_id, model) as traced:
         token = _in_model_call.set(True)
@@ -137,6 +141,7 @@ async def _journaled_get_response(
         finally:
             _in_model_call.reset(token)
         traced.response(_SpanView(response))
+    journal.advance(scope)
     await journal.record(
         {"k": key, "agent": agent, "response": dump_response(response)},
         Checkpoint(
@@ -184,6 +189,8 @@ class _JournaledInvoker:
         journal = current_journal()
         if journal is None:
             return await self._inner(ctx, input)
+        if journal.store_error is not None:
+            raise journal.store_error
         name = self._tool.name
         call_id = str(getattr(ctx, "tool_call_id", "") or "")
         scope = current_scope(journal)

@@ -6,7 +6,8 @@ key up here first. A hit hands back what was recorded (the model is not asked ag
 body does not run again); a miss runs it and commits a row whose state is the grown journal
 before handing the result on. Keys are positional, so they need nothing the model invents:
 
-- model calls: ``m<n>``, the nth call in its scope;
+- model calls: ``m<n>``, the call after ``n`` completed ones in its scope (a call that raised
+  takes no number, so an SDK retry of it gets the same key it would get on a replay);
 - tool calls: ``t<n>:<call_id>``, a call the nth model answer (0-based) asked for;
 - answers: ``answers:<key>``, the human answers given for an approval or a tool's interrupt;
 - an approval: ``a<n>:<call_id>``, the approval asked for after the nth model call.
@@ -100,8 +101,8 @@ class Journal:
         entries: the journal, oldest first (frozen dicts: the store's delta encoder then keeps
             only the new ones).
         owner: the claim on a pending interrupt this drive holds; its first row releases it.
-        store_error: the first store failure a journaled call hit (the SDK may wrap or swallow
-            it; the drive re-raises this one).
+        store_error: the first store failure a journaled call hit (the SDK wraps it, and may
+            retry a model call: every later call raises it again; the drive re-raises it).
         paused_at: the tool call whose ``interrupt()`` is pausing the run.
     """
 
@@ -139,10 +140,14 @@ class Journal:
         return self._index.get(key)
 
     def next_model_call(self, scope: Scope) -> tuple[str, int]:
-        """The key and index of the next model call in ``scope``."""
+        """The key and index of the next model call in ``scope`` (:meth:`advance` takes them
+        once it answered)."""
         n = self._counters.get(scope.key, 0)
-        self._counters[scope.key] = n + 1
         return f"{scope.key}m{n}", n
+
+    def advance(self, scope: Scope) -> None:
+        """Count a model call of ``scope`` as answered (live or from the journal)."""
+        self._counters[scope.key] = self._counters.get(scope.key, 0) + 1
 
     def model_calls(self, scope: Scope) -> int:
         """How many model calls ``scope`` has made so far (replayed ones included)."""
