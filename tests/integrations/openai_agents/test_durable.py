@@ -402,3 +402,32 @@ def test_a_model_call_the_sdk_retried_keeps_its_journal_key_so_a_replay_finds_it
     assert branch.output == "Paid (branch)."
     assert len(stub.requests) == 4  # the replay found the retried call's answer
     assert ledger(ledger_path) == ["lookup:A-1"]
+
+
+def test_bad_ids_values_and_arguments_get_clear_errors_and_change_nothing(store, stub: StubServer):
+    from tether import ChainResumeError, ConfigurationError, RunNotFoundError
+
+    stub.script([HANDOFF, call("refund", order_id="A-1", amount=900)])
+    durable = support(store, stub.url)
+    paused = durable.run("Refund A-1")
+    before = rows(store, paused.execution_id)
+
+    with pytest.raises(RunNotFoundError):
+        durable.resume("no-such-run", Resume(approved=True))
+    with pytest.raises(RunNotFoundError):
+        durable.fork("no-such-run")
+    with pytest.raises(ChainResumeError):
+        durable.resume(paused.execution_id, True)  # type: ignore[arg-type]
+    with pytest.raises(ChainResumeError):
+        durable.resume(paused.execution_id)  # paused: needs an answer
+    with pytest.raises(ConfigurationError):
+        durable.fork(paused.execution_id, state_updates={"x": 1})
+    with pytest.raises(ConfigurationError):
+        TetherAgent("not an agent")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError):
+        TetherAgent(triage, name="a/b")
+
+    assert rows(store, paused.execution_id) == before
+    pending = store.get_pending_interrupt(paused.execution_id)
+    assert pending is not None and pending.resume_value is None
+    assert [r.execution_id for r in store.list_runs()] == [paused.execution_id]
