@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import memory, peers, workloads
+from . import memory, openai_agents, peers, workloads
 from . import pydantic_ai as pydantic_ai_bench
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render
@@ -37,6 +37,10 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     (
         "PYDANTIC_AI: pydantic-ai run, durable vs bare (local model server)",
         pydantic_ai_bench.pydantic_ai,
+    ),
+    (
+        "OPENAI_AGENTS: OpenAI Agents SDK run, durable vs bare (local model server)",
+        openai_agents.openai_agents,
     ),
     ("Memory: one 10,000-step run", memory.memory),
 ]

@@ -1,4 +1,5 @@
-"""A loopback stand-in for the OpenAI and Anthropic HTTP APIs, driven by a script.
+"""A loopback stand-in for the OpenAI (chat completions and Responses) and Anthropic HTTP APIs,
+driven by a script.
 
 Tests point the real SDKs at it (``base_url=stub.url + "/v1"`` for openai, ``base_url=stub.url``
 for anthropic) and script its answers::
@@ -11,8 +12,9 @@ for anthropic) and script its answers::
         ...
         assert stub.requests[1]["messages"][-1]["role"] == "tool"
 
-Each request to ``POST /v1/chat/completions`` or ``POST /v1/messages`` takes the next script
-item and answers it in that endpoint's format. A script item is a dict with any of:
+Each request to ``POST /v1/chat/completions``, ``POST /v1/responses`` (the OpenAI Responses API,
+which the OpenAI Agents SDK uses by default) or ``POST /v1/messages`` takes the next script item
+and answers it in that endpoint's format (not streamed). A script item is a dict with any of:
 
 - ``"text"``: the answer's text;
 - ``"tool_calls"``: ``[{"name": str, "arguments": dict | str, "id"?: str}]`` (a ``str`` is sent
@@ -21,7 +23,8 @@ item and answers it in that endpoint's format. A script item is a dict with any 
   as ``cache_read_input_tokens`` are passed through);
 - ``"finish_reason"``: the provider's own spelling (``"length"``, ``"max_tokens"``, ...);
 - ``"status"`` and ``"error"``: answer with this HTTP error instead;
-- ``"delay_seconds"``: wait this long before answering (timeouts);
+- ``"delay_seconds"``: wait this long before answering (timeouts, or a request to kill a client
+  in the middle of: wait until :attr:`StubServer.requests` has it);
 - ``"body"``: a raw JSON body to send as is.
 
 When the script runs out the stub answers 400 (which the SDKs do not retry) saying so.
@@ -39,6 +42,7 @@ over HTTP (``POST /_stub/script`` with a JSON list, ``GET /_stub/requests``); se
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.request
@@ -49,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 OPENAI_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 ANTHROPIC_PATH = "/v1/messages"
 
 
@@ -151,6 +156,12 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.0: one request per connection, so no keep-alive socket outlives a test.
         protocol_version = "HTTP/1.0"
 
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in two writes: without this, Nagle's algorithm holds the
+            # body until the client's delayed ACK (~40 ms a request).
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
@@ -175,6 +186,8 @@ def _make_handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, {"ok": True})
             elif path == OPENAI_PATH:
                 self._answer(body, _openai_body, _openai_error)
+            elif path == RESPONSES_PATH:
+                self._answer(body, _responses_body, _openai_error)
             elif path == ANTHROPIC_PATH:
                 self._answer(body, _anthropic_body, _anthropic_error)
             else:
@@ -264,6 +277,58 @@ def _openai_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> dic
             "prompt_tokens": input_tokens,
             "completion_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+def _responses_body(stub: StubServer, item: Mapping[str, Any], request: Any) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if item.get("text") is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": stub._next_id("msg_stub_"),
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": item["text"], "annotations": []}],
+            }
+        )
+    for call in item.get("tool_calls") or []:
+        arguments = call.get("arguments", {})
+        output.append(
+            {
+                "type": "function_call",
+                "id": stub._next_id("fc_stub_"),
+                "call_id": call.get("id") or stub._next_id("call_stub_"),
+                "name": call["name"],
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                "status": "completed",
+            }
+        )
+    input_tokens, output_tokens = _usage(item)
+    request = request if isinstance(request, dict) else {}
+    return {
+        "id": stub._next_id("resp_stub_"),
+        "object": "response",
+        "created_at": 0,
+        "model": request.get("model", "stub"),
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "temperature": None,
+        "top_p": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
         },
     }
 

@@ -1,2 +1,5 @@
-"""Integrations of tether with other agent frameworks. Each is an optional extra, imported only
-when its own module is (``import tether`` imports none of them)."""
+"""Integrations that make other agent frameworks' agents tether runners.
+
+Each lives in its own subpackage and imports its framework only when that subpackage is
+imported, so ``import tether`` never needs them (install the matching extra).
+"""
