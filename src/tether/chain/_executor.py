@@ -142,7 +142,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = chain.checkpointer
     run = await load_run(store, execution_id, chain.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
+    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
     if src.agent_path is not None:  # a row inside a runner node
         return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
     if state_updates is not None and not isinstance(state_updates, dict):

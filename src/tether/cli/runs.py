@@ -206,7 +206,7 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         out.print(
             f"\n[bold yellow]pending interrupt[/] at {escape(pending.node_id)} "
             f"({escape(pending.reason)}), {pending_state(pending)} since "
-            f"{when(pending.created_at)}"
+            f"{when(pending.created_at)}, checkpoint {pending.checkpoint_id}"
         )
         out.print(f"  context: {escape(compact(pending.context, 200))}")
         if pending.resume_value is not None:
@@ -245,6 +245,8 @@ def pending_list(limit: int, db_url: str, as_json: bool) -> int:
         return 0
     table = Table(show_edge=False, header_style="bold")
     table.add_column("execution_id", **ID_COLUMN)
+    # The question's id: `approve`/`reject --checkpoint` bind an answer to it.
+    table.add_column("checkpoint_id", **ID_COLUMN)
     for column in ("runner", "node_id", "reason", "state"):
         table.add_column(column)
     table.add_column("since (UTC)", no_wrap=True)
@@ -252,6 +254,7 @@ def pending_list(limit: int, db_url: str, as_json: bool) -> int:
     for p in found:
         table.add_row(
             p.execution_id,
+            p.checkpoint_id,
             escape(runners[p.execution_id] or "?"),
             escape(p.node_id),
             escape(p.reason),
