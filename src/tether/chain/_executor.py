@@ -16,6 +16,7 @@ from ..errors import (
     AlreadyResumed,
     ConfigurationError,
     InterruptSignal,
+    MissingStepError,
     SerializationError,
     StoreError,
 )
@@ -122,9 +123,10 @@ def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
     """Refuse, before anything is claimed or written, a run that continues at a node this
     chain no longer has (the graph changed between run and resume)."""
     if node_id is not None and node_id not in chain.nodes:
-        raise ConfigurationError(
+        raise MissingStepError(
             f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
             f"{chain.name!r} does not have (was the graph changed?); nothing was claimed",
+            missing=f"node {node_id!r}",
             execution_id=cp.execution_id,
             node_id=node_id,
         )

@@ -227,18 +227,30 @@ def pending_group() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 @store_options
 def pending_list(limit: int, db_url: str, as_json: bool) -> int:
-    """List pending interrupts, oldest first."""
+    """List pending interrupts, oldest first (with the run's error, when a worker left the
+    run for code that has its step)."""
     store = open_store(db_url)
     try:
         found = store.list_pending_interrupts(limit=limit)
-        runners = {}
+        runners: dict[str, str | None] = {}
+        errors: dict[str, str | None] = {}
         for p in found:
             run = store.get_run(p.execution_id)
             runners[p.execution_id] = run.runner_name if run else None
+            errors[p.execution_id] = run.error if run else None
     finally:
         store.close()
     if as_json:
-        emit_json([{**pending_json(p), "runner_name": runners[p.execution_id]} for p in found])
+        emit_json(
+            [
+                {
+                    **pending_json(p),
+                    "runner_name": runners[p.execution_id],
+                    "run_error": errors[p.execution_id],
+                }
+                for p in found
+            ]
+        )
         return 0
     if not found:
         out.print("[dim]no pending interrupts[/]")
@@ -260,7 +272,12 @@ def pending_list(limit: int, db_url: str, as_json: bool) -> int:
             escape(p.reason),
             pending_state(p),
             when(p.created_at),
-            escape(compact(p.context)),
+            escape(compact(p.context))
+            + (
+                f"\n[red]{escape(errors[p.execution_id] or '')}[/]"
+                if errors[p.execution_id]
+                else ""
+            ),
         )
     out.print(table)
     return 0
