@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import tether
-
 from tests.cli.test_cli import tether_cli
 from tests.support.answers_app import effects
 from tests.support.proc import ROOT, child_env, run_module
