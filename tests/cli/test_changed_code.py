@@ -32,7 +32,7 @@ def _paused(db_url: str, steps: str, eid: str) -> None:
 
 def _refused_naming_the_tool(proc: subprocess.CompletedProcess[str]) -> None:
     assert proc.returncode == 4, (proc.returncode, proc.stdout, proc.stderr)
-    assert "ConfigurationError" in proc.stderr and "tool 'refund'" in proc.stderr
+    assert "MissingStepError" in proc.stderr and "tool 'refund'" in proc.stderr
     assert "nothing was claimed" in proc.stderr
     assert "Traceback" not in proc.stderr
 
