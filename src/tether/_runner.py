@@ -20,6 +20,7 @@ from .errors import (
     ChainResumeError,
     CheckpointNotFoundError,
     ConfigurationError,
+    InterruptChangedError,
     RunnerMismatchError,
     RunNotFoundError,
 )
@@ -247,6 +248,8 @@ async def claim(
     Raises:
         ChainResumeError: no answer was passed and none is stored; or the row's stored answers
             are malformed (nothing is claimed).
+        InterruptChangedError: ``resume_value`` names a question (``checkpoint_id``) other
+            than the row's, or the run moved on to another question before the claim.
         AlreadyResumed: another caller holds or answered the interrupt.
     """
     from . import _lease
@@ -255,17 +258,34 @@ async def claim(
     # Read what the row keeps first: an answer must not be claimed for a row it cannot join.
     stored_answers(cp.node_input)
     pending_identity(cp.node_input)
+    shown = None if resume_value is None else resume_value.checkpoint_id
+    if shown is not None and shown != cp.checkpoint_id:
+        raise question_changed(eid, shown, await store.aget_pending_interrupt(eid))
     # Under a run lease the claim has the lease's owner, so whoever takes the run over from a
     # dead owner can take its claim over too, without waiting out the claim's own lease.
     lease = _lease.current()
     owner = lease.owner if lease is not None and lease.execution_id == eid else new_owner()
     previous = lease.previous_owner if lease is not None and lease.execution_id == eid else None
     value = None if resume_value is None else resume_value.to_dict()
+    # Bound to this row's question in the claim's own statement: the answers are bound to its
+    # identity below, so a claim landing on a newer question would misapply them.
     won = await store.aclaim_interrupt(
-        eid, owner=owner, resume_value=value, lease_seconds=lease_seconds
+        eid,
+        owner=owner,
+        resume_value=value,
+        lease_seconds=lease_seconds,
+        checkpoint_id=cp.checkpoint_id,
     )
     if won is None:
         pending = await store.aget_pending_interrupt(eid)
+        if pending is not None and pending.checkpoint_id != cp.checkpoint_id:
+            if resume_value is not None:
+                raise question_changed(eid, cp.checkpoint_id, pending)
+            raise AlreadyResumed(
+                f"run {eid!r} moved on to another question while it was being resumed",
+                execution_id=eid,
+                node_id=cp.node_id,
+            )
         if pending is None:
             raise AlreadyResumed(
                 f"run {eid!r} has no pending interrupt: another resumer took it",
@@ -290,6 +310,7 @@ async def claim(
                 resume_value=None,
                 lease_seconds=lease_seconds,
                 steal_from=pending.claimed_by,
+                checkpoint_id=cp.checkpoint_id,
             )
         if won is None:
             raise AlreadyResumed(
@@ -299,6 +320,30 @@ async def claim(
                 node_id=cp.node_id,
             )
     return _answers(cp, won), owner
+
+
+def question_changed(
+    execution_id: str, checkpoint_id: str, pending: PendingInterrupt | None
+) -> InterruptChangedError:
+    """The refusal of an answer given for the question recorded at ``checkpoint_id`` when the
+    run waits on ``pending`` instead (or on nothing), naming the question now pending."""
+    if pending is None:
+        now = "it waits on no question now (it was answered and moved on)"
+    else:
+        where = pending.node_id + (f" in {pending.agent_path}" if pending.agent_path else "")
+        state = "already answered" if pending.resume_value is not None else "unanswered"
+        now = (
+            f"it waits on another question now: {pending.reason!r} at {where} (checkpoint "
+            f"{pending.checkpoint_id}, {state})"
+        )
+    return InterruptChangedError(
+        f"the answer to the question of run {execution_id!r} at checkpoint {checkpoint_id} was "
+        f"not stored: {now}; read the pending question and answer that one",
+        checkpoint_id=checkpoint_id,
+        pending_checkpoint_id=None if pending is None else pending.checkpoint_id,
+        execution_id=execution_id,
+        node_id=None if pending is None else pending.node_id,
+    )
 
 
 def _answers(cp: Checkpoint, won: PendingInterrupt) -> list[Answer]:
@@ -330,13 +375,21 @@ async def claim_heartbeat(
 
 
 async def afork_checkpoint(
-    store: Checkpointer, execution_id: str, checkpoint_id: str | None
+    store: Checkpointer,
+    execution_id: str,
+    checkpoint_id: str | None,
+    answer: Resume | None = None,
 ) -> Checkpoint:
     """The row a fork branches from: ``checkpoint_id``, or the newest row; a ``run_end``
     tombstone is stepped over either way (it addresses no node: DESIGN section 9).
 
+    Args:
+        answer: the fork's ``resume_value``; bound to a question (``answer.checkpoint_id``),
+            it must be the row's.
+
     Raises:
         CheckpointNotFoundError: no such checkpoint in the run, or the run has none yet.
+        ChainResumeError: ``answer`` was given for another row's question.
     """
     if checkpoint_id is None:
         src = await store.aget_last(execution_id)
@@ -352,5 +405,13 @@ async def afork_checkpoint(
     if src is None:
         raise CheckpointNotFoundError(
             f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    shown = None if answer is None else answer.checkpoint_id
+    if shown is not None and shown != src.checkpoint_id:
+        raise ChainResumeError(
+            f"the fork's resume_value answers the question at checkpoint {shown}, but the fork "
+            f"branches from checkpoint {src.checkpoint_id} of run {execution_id!r}; nothing "
+            "was written",
+            execution_id=execution_id,
         )
     return src

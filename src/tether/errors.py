@@ -10,6 +10,7 @@ Tree::
     └── InterruptSignal                 a step asked for a human; caught by the executor
     TetherError (Exception)
     ├── ConfigurationError              bad arguments to a runner, store or decorator
+    │   └── MissingStepError            a resume into a step the deployed code no longer has
     ├── SerializationError              a value in state/args/results cannot be stored as JSON
     ├── StoreError                      the checkpoint store failed
     │   ├── StoreUnavailableError       the database cannot be reached / went away: retry later
@@ -25,7 +26,8 @@ Tree::
     ├── ResumeError
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
-    │       └── LeaseHeldError          a live process is executing the run (holds its lease)
+    │       ├── LeaseHeldError          a live process is executing the run (holds its lease)
+    │       └── InterruptChangedError   the answer was for a question no longer pending
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
@@ -66,6 +68,31 @@ class TetherError(Exception):
 
 class ConfigurationError(TetherError):
     """A runner, store or decorator was given arguments it cannot work with."""
+
+
+class MissingStepError(ConfigurationError):
+    """A resume (or fork) would re-enter a step the deployed code no longer has: a chain node,
+    a tool, a swarm agent, a supervisor worker or an agent node that was renamed or removed.
+
+    Nothing was claimed or written: a paused run stays paused with its answer, if one was
+    stored, and continues once code that has the step resumes it (docs/design.md, "Interrupts
+    and the claim"). A worker leaves such a run to workers that have the step
+    (docs/workers.md, "When the code lacks a step").
+
+    Attributes:
+        missing: what is missing, e.g. ``tool 'refund'`` or ``node 'ship'``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: str,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.missing = missing
 
 
 class SerializationError(TetherError):
@@ -234,6 +261,32 @@ class LeaseHeldError(AlreadyResumed):
     ) -> None:
         super().__init__(message, execution_id=execution_id)
         self.owner = owner
+
+
+class InterruptChangedError(AlreadyResumed):
+    """An answer was given for a question (the interrupt recorded at ``checkpoint_id``) that
+    is no longer the one the run waits on: the run was answered and moved on, and is now
+    paused on another question, or on none. Nothing was stored or claimed; read the question
+    now pending and answer that one (docs/design.md, "Interrupts and the claim").
+
+    Attributes:
+        checkpoint_id: the interrupted checkpoint the answer was given for.
+        pending_checkpoint_id: the interrupted checkpoint of the question the run waits on
+            now, or ``None`` when it waits on none.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        checkpoint_id: str,
+        pending_checkpoint_id: str | None,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.checkpoint_id = checkpoint_id
+        self.pending_checkpoint_id = pending_checkpoint_id
 
 
 class ExecutionError(TetherError):

@@ -34,11 +34,20 @@ class Resume:
         approved: whether the human approved.
         data: any JSON-able payload, e.g. edited values.
         metadata: free-form JSON-able details (who answered, a note).
+        checkpoint_id: the question this answers: the ``checkpoint_id`` of the pending
+            interrupt the human was shown (``result.pending_interrupt["checkpoint_id"]``,
+            ``PendingInterrupt.checkpoint_id``). A resume given it is refused with
+            :class:`~tether.errors.InterruptChangedError`, nothing claimed, when the run
+            waits on another question by then (it was answered elsewhere and moved on); the
+            check is part of the claim's own statement. ``None`` answers whatever question
+            the run waits on (docs/design.md, "Interrupts and the claim"). Not stored with
+            the answer.
     """
 
     approved: bool
     data: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    checkpoint_id: str | None = None
 
     def __post_init__(self) -> None:
         # Checked here, not when the answer is read back: a malformed answer must be refused
@@ -51,6 +60,13 @@ class Resume:
         if not isinstance(self.metadata, dict):
             raise ChainResumeError(
                 f"Resume.metadata must be a dict, got {type(self.metadata).__name__}"
+            )
+        if self.checkpoint_id is not None and not (
+            isinstance(self.checkpoint_id, str) and self.checkpoint_id
+        ):
+            raise ChainResumeError(
+                "Resume.checkpoint_id must be a non-empty str (the pending interrupt's "
+                f"checkpoint_id) or None, got {self.checkpoint_id!r}"
             )
         from .serde import dumps  # serde imports nothing from here; local to keep layers clear
 

@@ -20,6 +20,12 @@ file). Each worker loops:
 
 A run claimed ``max_attempts`` times without a clean finish (it keeps killing its workers) is
 marked ``failed`` with a ``DeadLetter: ...`` error instead of being run again.
+
+A run this worker's code cannot re-enter (:class:`~tether.errors.MissingStepError`: a tool,
+agent or node was renamed or removed by a deploy) is not a crash: nothing was claimed, so the
+run stays as it was (paused with its answer, or crashed), its lease is given back as after a
+clean end, the reason is recorded in its ``error``, one line goes to the log, and this worker
+never claims it again; a worker whose code has the step continues it.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from .checkpoint import new_id
 from .errors import (
     ConfigurationError,
     LeaseLost,
+    MissingStepError,
     ResumeError,
     StoreError,
 )
@@ -65,6 +72,8 @@ class WorkerStats:
         lease_lost: runs dropped because another worker took them over.
         dead_lettered: runs this worker marked failed for using up their attempts.
         errors: runs whose drive raised (given back for a retry, or left to lapse).
+        missing_step: runs this worker's code cannot re-enter (a step it no longer has),
+            left to workers whose code has it.
     """
 
     owner: str
@@ -73,6 +82,7 @@ class WorkerStats:
     lease_lost: int = 0
     dead_lettered: int = 0
     errors: int = 0
+    missing_step: int = 0
 
 
 def _open(url_or_store: str | Checkpointer) -> Checkpointer:
@@ -122,6 +132,9 @@ class _Worker:
         self.stats = WorkerStats(new_owner())
         self.active: dict[str, asyncio.Task[None]] = {}
         self.per_name: collections.Counter[str] = collections.Counter()
+        # Runs this worker's code cannot re-enter: never claimed again by this process (its
+        # code cannot change without a restart), so workers with the step get them.
+        self.left: set[str] = set()
 
     @property
     def owner(self) -> str:
@@ -139,6 +152,7 @@ class _Worker:
             max_attempts=self.max_attempts,
             runner_names=self.registry.names(),
             runner_slots=slots or None,
+            exclude_execution_ids=sorted(self.left) or None,
         )
         for run in claimed:
             if run.execution_id in self.active:  # already ours (a renewed claim)
@@ -159,6 +173,25 @@ class _Worker:
     def _done(self, run: ClaimedRun, _task: asyncio.Task[None]) -> None:
         self.active.pop(run.execution_id, None)
         self.per_name[run.runner_name] -= 1
+
+    async def leave(self, run: ClaimedRun, exc: MissingStepError) -> None:
+        """Leave a run this worker's code cannot re-enter to workers whose code can: never
+        claim it again, say why in one log line and in the run's ``error`` (its status is
+        kept: ``tether runs show`` and ``pending list`` show the reason)."""
+        self.left.add(run.execution_id)
+        self.stats.missing_step += 1
+        log.warning(
+            "run %s left %s for workers whose code has %s (this worker will not claim it "
+            "again): %s. Deploy code that has it and a worker with it continues the run",
+            run.execution_id,
+            run.status,
+            exc.missing,
+            exc,
+        )
+        with contextlib.suppress(StoreError):
+            await cast(Checkpointer, self.store).aset_run_status(
+                run.execution_id, run.status, error=f"{type(exc).__name__}: {exc}"
+            )
 
     def retry_after_seconds(self, attempts: int) -> float:
         """The back-off before a run whose drive raised on its ``attempts``-th claim is
@@ -203,6 +236,9 @@ class _Worker:
             log.warning("run %s: lease lost to another worker; dropped", eid)
         except ResumeError as exc:  # nothing to continue (finished, or claimed elsewhere)
             log.info("run %s: not resumed: %s", eid, exc)
+            release = True
+        except MissingStepError as exc:  # nothing claimed or written: not a crash, no retry
+            await self.leave(run, exc)
             release = True
         except Exception as exc:  # retried (attempts kept), until dead-lettered
             self.stats.errors += 1

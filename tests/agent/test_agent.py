@@ -112,6 +112,7 @@ async def test_pause_in_first_of_three_tools_answers_siblings_as_not_run(
         "context": {"amount": 900},
         "node_id": "turn:0/tool:approve",
         "agent_path": "agent:helper/tool:approve",
+        "checkpoint_id": store.get_pending_interrupt("p1").checkpoint_id,
     }
     last = store.get_last("p1")
     assert (last.step_type, last.status) == ("hitl_pause", "interrupted")

@@ -47,6 +47,7 @@ def test_interrupted_with_resume_value_reruns_the_node_with_the_answer(store):
         "context": {"amount": 500},
         "node_id": "review",
         "agent_path": None,
+        "checkpoint_id": store.get_pending_interrupt(paused.execution_id).checkpoint_id,
     }
     assert store.get_run(paused.execution_id).status == "paused"
     done = chain.resume(paused.execution_id, Resume(approved=True))

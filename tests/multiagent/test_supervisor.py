@@ -112,6 +112,7 @@ async def test_answer_for_b_does_not_answer_c_which_pauses_again(store: Any) -> 
         "context": {"item": "refund A-1"},
         "node_id": "turn:0/tool:sign_off",
         "agent_path": "supervisor:boss/worker:audit/tool:sign_off",
+        "checkpoint_id": store.get_pending_interrupt("p3").checkpoint_id,
     }
     assert store.get_pending_interrupt("p3").reason == "audit_sign_off"
     # The approver's answer was B's only; a scoped resume for B finds nothing pending now.

@@ -82,6 +82,7 @@ async def test_pause_in_second_agent_resumes_there_without_rerunning_the_first(
         "context": {"amount": 900},
         "node_id": "turn:0/tool:approve",
         "agent_path": "swarm:desk/agent:billing/tool:approve",
+        "checkpoint_id": store.get_pending_interrupt("s2").checkpoint_id,
     }
     assert store.get_run("s2").status == "paused"
     done = await swarm.aresume("s2", Resume(approved=True))

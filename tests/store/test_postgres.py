@@ -150,6 +150,7 @@ def test_nul_and_astral_characters_in_ids_and_state_round_trip_through_a_run(pg)
         "context": {"ctx": "\x00\U0001f600"},
         "node_id": "ask-\U0001f914",
         "agent_path": None,
+        "checkpoint_id": pg.get_pending_interrupt(eid).checkpoint_id,
     }
     assert [p.execution_id for p in pg.list_pending_interrupts()] == [eid]
     done = chain.resume(eid, Resume(True, data="\x00\U0001f44d"))

@@ -9,6 +9,7 @@ the derived idempotency key as the "provider's" key: a body that runs again afte
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import signal
@@ -86,6 +87,33 @@ for _a, _b in itertools.pairwise(NODES):
     five.add_edge(_a, _b)
 
 
+@idempotent
+async def aeffect(eid: str, node: str) -> str:
+    key = current_idempotency_key()
+    assert key is not None
+    _ledger(key, eid, node)  # one short statement on the loop
+    return key
+
+
+def _anode(name: str) -> Any:
+    # Steps that wait without holding the worker's event loop (as an LLM or HTTP call does),
+    # so a worker's concurrent runs overlap instead of taking turns at a sleeping loop.
+    async def run(state: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(STEP_SECONDS)
+        await aeffect(state["eid"], name)
+        return {f"{name}_owner": _owner()}
+
+    run.__name__ = name
+    return run
+
+
+five_async = Chain("five_async")
+for _name in NODES:
+    five_async.add_node(_name, _anode(_name))
+for _a, _b in itertools.pairwise(NODES):
+    five_async.add_edge(_a, _b)
+
+
 def _slow(state: dict[str, Any]) -> dict[str, Any]:
     time.sleep(float(os.environ.get("TETHER_TEST_SLOW_SECONDS", "1.0")))
     return {f"{state.get('step', 0)}": _owner(), "step": state.get("step", 0) + 1}
@@ -134,4 +162,4 @@ flaky = Chain("flaky")
 flaky.add_node("once", _store_fails_once)
 
 
-app = Registry(five, slow, crashy, approval, flaky)
+app = Registry(five, five_async, slow, crashy, approval, flaky)

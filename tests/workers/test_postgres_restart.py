@@ -23,8 +23,8 @@ pytestmark = pytest.mark.postgres
 
 RUNS = 48
 WORKERS = 4
-CONCURRENCY = 12  # every run in flight at once
-LEASE_SECONDS = 10.0
+CONCURRENCY = 12  # every run in flight at once; the steps are async, so they overlap
+LEASE_SECONDS = 5.0
 STEP_SECONDS = 0.3  # a run's five steps take 1.5 s: the crash lands mid-run for each
 DOWN_SECONDS = 2.0
 
@@ -50,7 +50,7 @@ def test_a_postgres_restart_under_four_workers_leaves_every_run_completed_once(
         conn.execute(LEDGER_DDL.format(schema=f'"{pg_schema}"'))
     ids = [f"run-{i:03d}" for i in range(RUNS)]
     for eid in ids:
-        tether.enqueue(store, "five", {"eid": eid}, execution_id=eid)
+        tether.enqueue(store, "five_async", {"eid": eid}, execution_id=eid)
     env = {
         "TETHER_TEST_STEP_SECONDS": str(STEP_SECONDS),
         "TETHER_TEST_LEDGER_URL": f"{PG_DSN}?schema={pg_schema}",
@@ -117,10 +117,14 @@ def test_a_postgres_restart_under_four_workers_leaves_every_run_completed_once(
         f"all runs completed {all_done:.1f} s after the server's return (lease "
         f"{LEASE_SECONDS:g} s); {reran} effect bodies re-ran under their key"
     )
-    # Within a few lease periods of the server's return (the rest of a run is 1.5 s of
-    # steps): runs whose drives raised wait for their leases to lapse, at most one period after
-    # their last renewal; the others for the workers' pools to reconnect (with back-off).
-    assert all_done < 3 * LEASE_SECONDS + 5 * STEP_SECONDS, all_done
+    # A drive that raised is retried once its lease lapses: one period after its last renewal,
+    # which was decided before the raise (a renewal held up by the outage still counts from
+    # then), plus a claim round and one step. Measured 4.3-5.8 s at a 5 s lease.
+    assert max(retried_after, default=0) < 2 * LEASE_SECONDS, retried_after
+    # Every run within two lease periods of the server's return (the rest of a run is 1.5 s
+    # of steps): the pools reconnect at once, so only the lapsing leases take time. Measured
+    # 4.4-5.5 s.
+    assert all_done < 2 * LEASE_SECONDS + 5 * STEP_SECONDS, all_done
 
 
 def _drives_raised(logs: Any) -> dict[str, dt.datetime]:

@@ -324,7 +324,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = runner.checkpointer
     run = await load_run(store, execution_id, runner.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
+    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
     reentry, source = fork_source(src, value)
     check_reentry(runner, reentry, execution_id)
     eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)

@@ -154,7 +154,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = agent.checkpointer
     run = await load_run(store, execution_id, agent.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
+    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
     reentry, source = fork_source(src, value)
     check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context import _agent_path, current_agent_path
-from ..errors import AlreadyResumed, ConfigurationError
+from ..errors import AlreadyResumed, MissingStepError
 from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
 if TYPE_CHECKING:
@@ -131,14 +131,15 @@ class ReEntry:
         """This level's frame, checked to belong to ``runner`` ``name``.
 
         Raises:
-            ConfigurationError: the frame is another runner's (the topology was changed).
+            MissingStepError: the frame is another runner's (the topology was changed).
         """
         frame = self.frames[self.depth]
         if frame.get("runner") != runner or frame.get("name") != name:
-            raise ConfigurationError(
+            raise MissingStepError(
                 f"cannot re-enter row {self.node_id!r} at {self.agent_path!r}: level "
                 f"{self.depth} was written by {frame.get('runner')} {frame.get('name')!r}, "
-                f"not {runner} {name!r} (was the topology changed?)"
+                f"not {runner} {name!r} (was the topology changed?)",
+                missing=f"{frame.get('runner')} {frame.get('name')!r}",
             )
         return frame
 
@@ -202,7 +203,7 @@ def check_reentry(
         parent: the ``agent_path`` this level runs under (default: the caller's).
 
     Raises:
-        ConfigurationError: naming what is missing (``node_id`` is the row's); the interrupt,
+        MissingStepError: naming what is missing (``node_id`` is the row's); the interrupt,
             if any, is left pending and answerable once the code has the step again.
     """
     from ..chain.graph import Chain
@@ -212,17 +213,18 @@ def check_reentry(
 
     parent = parent if parent is not None else current_agent_path()
 
-    def missing(what: str, owner: str, found: str = "") -> ConfigurationError:
+    def missing(what: str, owner: str, found: str = "") -> MissingStepError:
         pending = (
             "; nothing was claimed: the interrupt stays pending and can be answered once "
             "the code has it again"
             if reentry.status == "interrupted"
             else "; nothing was written"
         )
-        return ConfigurationError(
+        return MissingStepError(
             f"run {execution_id!r} continues at {reentry.node_id!r} ({reentry.agent_path}) "
             f"in {what}, which {owner} no longer has (was it renamed or removed?{found})"
             f"{pending}",
+            missing=what,
             execution_id=execution_id,
             node_id=reentry.node_id,
         )

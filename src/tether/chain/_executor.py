@@ -16,6 +16,7 @@ from ..errors import (
     AlreadyResumed,
     ConfigurationError,
     InterruptSignal,
+    MissingStepError,
     SerializationError,
     StoreError,
 )
@@ -122,9 +123,10 @@ def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
     """Refuse, before anything is claimed or written, a run that continues at a node this
     chain no longer has (the graph changed between run and resume)."""
     if node_id is not None and node_id not in chain.nodes:
-        raise ConfigurationError(
+        raise MissingStepError(
             f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
             f"{chain.name!r} does not have (was the graph changed?); nothing was claimed",
+            missing=f"node {node_id!r}",
             execution_id=cp.execution_id,
             node_id=node_id,
         )
@@ -142,7 +144,7 @@ async def fork(
     value = check_resume_value(resume_value)
     store = chain.checkpointer
     run = await load_run(store, execution_id, chain.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
+    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
     if src.agent_path is not None:  # a row inside a runner node
         return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
     if state_updates is not None and not isinstance(state_updates, dict):

@@ -4,6 +4,12 @@
 runner right away, in this process. Without it they only store the answer
 (``Checkpointer.answer_interrupt``); the run then continues when ``tether resume`` or a worker
 with the runner's code picks it up, and the answer is not lost meanwhile.
+
+Either way the answer is bound to one question: the one ``--checkpoint`` names (the pending
+interrupt's ``checkpoint_id``, as ``tether pending list`` shows it), or else the one pending
+when the command reads the run, which it prints. If the run waits on another question by the
+time the answer is stored or claimed, the answer is refused (``InterruptChangedError``, exit
+code 2) and nothing changes.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from .._runner import question_changed
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
@@ -35,11 +42,15 @@ def _parse_json(text: str | None, option: str) -> Any:
         ) from None
 
 
-def _answerable(store: Checkpointer, execution_id: str) -> PendingInterrupt:
-    """The run's pending interrupt, if it still waits for an answer.
+def _answerable(
+    store: Checkpointer, execution_id: str, checkpoint_id: str | None
+) -> PendingInterrupt:
+    """The run's pending interrupt, if it still waits for an answer (to the question recorded
+    at ``checkpoint_id``, when given).
 
     Raises:
         RunNotFoundError: no such run.
+        InterruptChangedError: the run waits on another question than ``checkpoint_id``'s.
         AlreadyResumed: the interrupt was answered already, or the run paused once and has
             moved on.
         CommandError: (exit 3) the run never paused, so there is nothing to answer.
@@ -50,6 +61,14 @@ def _answerable(store: Checkpointer, execution_id: str) -> PendingInterrupt:
             f"no run with execution_id {execution_id!r}", execution_id=execution_id
         )
     pending = store.get_pending_interrupt(execution_id)
+    if checkpoint_id is not None and (pending is None or pending.checkpoint_id != checkpoint_id):
+        if store.get_checkpoint(execution_id, checkpoint_id) is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}; `tether pending "
+                "list` shows the question it waits on",
+                execution_id=execution_id,
+            )
+        raise question_changed(execution_id, checkpoint_id, pending)
     if pending is None:
         if any(cp.status == "interrupted" for cp in store.list(execution_id)):
             raise AlreadyResumed(
@@ -106,11 +125,35 @@ def report(action: str, result: RunOutcome, as_json: bool, **extra: Any) -> int:
     return _errors.OK
 
 
+def question_line(pending: PendingInterrupt) -> str:
+    """The question an answer is bound to, as one line of markup."""
+    where = pending.node_id + (f" in {pending.agent_path}" if pending.agent_path else "")
+    return (
+        f"question {escape(repr(pending.reason))} at {escape(where)} (checkpoint "
+        f"{pending.checkpoint_id}): {escape(compact(pending.context, 120))}"
+    )
+
+
+def _store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
+    """Store ``value`` for the question it is bound to, or refuse it naming what happened."""
+    assert value.checkpoint_id is not None
+    if store.answer_interrupt(execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id):
+        return
+    now = store.get_pending_interrupt(execution_id)
+    if now is None or now.checkpoint_id != value.checkpoint_id:
+        raise question_changed(execution_id, value.checkpoint_id, now)
+    raise AlreadyResumed(
+        f"the interrupt of run {execution_id!r} was answered or resumed meanwhile",
+        execution_id=execution_id,
+    )
+
+
 def _answer(
     execution_id: str,
     approved: bool,
     data: Any,
     note: str | None,
+    checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
@@ -118,19 +161,23 @@ def _answer(
     metadata: dict[str, Any] = {"via": "cli"}
     if note is not None:
         metadata["note"] = note
-    value = Resume(approved=approved, data=data, metadata=metadata)
     verdict = "approved" if approved else "rejected"
     store = open_store(db_url)
     try:
-        pending = _answerable(store, execution_id)
+        pending = _answerable(store, execution_id, checkpoint_id)
+        value = Resume(approved, data, metadata, checkpoint_id=pending.checkpoint_id)
+        if not as_json:
+            shown = "the" if checkpoint_id else "the pending"
+            out.print(f"answering {shown} {question_line(pending)}")
         if app_spec:
             runner = open_app(app_spec, db_url).for_run(store, execution_id)
-            return report(verdict, runner.resume(execution_id, value), as_json)
-        if not store.answer_interrupt(execution_id, value.to_dict()):
-            raise AlreadyResumed(
-                f"the interrupt of run {execution_id!r} was answered or resumed meanwhile",
-                execution_id=execution_id,
+            return report(
+                verdict,
+                runner.resume(execution_id, value),
+                as_json,
+                checkpoint_id=pending.checkpoint_id,
             )
+        _store_answer(store, execution_id, value)
     finally:
         store.close()
     if as_json:
@@ -139,6 +186,7 @@ def _answer(
                 "action": "answer_stored",
                 "execution_id": execution_id,
                 "node_id": pending.node_id,
+                "checkpoint_id": pending.checkpoint_id,
                 "resume_value": value.to_dict(),
             }
         )
@@ -156,18 +204,25 @@ def _answer(
 
 _DATA_HELP = "JSON payload for the answer (Resume.data), e.g. '{\"amount\": 400}'."
 _NOTE_HELP = "A note kept with the answer (Resume.metadata['note'])."
+_CHECKPOINT_HELP = (
+    "The question you answer: the pending interrupt's checkpoint_id (`tether pending list`). "
+    "The answer is refused if the run waits on another question. Default: the question "
+    "pending now, which is printed."
+)
 
 
 @click.command("approve")
 @click.argument("execution_id")
 @click.option("--data", metavar="JSON", help=_DATA_HELP)
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
 def approve(
     execution_id: str,
     data: str | None,
     note: str | None,
+    checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
@@ -178,19 +233,25 @@ def approve(
     stored for `tether resume` or a worker to continue.
     """
     payload = _parse_json(data, "--data")
-    return _answer(execution_id, True, payload, note, app_spec, db_url, as_json)
+    return _answer(execution_id, True, payload, note, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("reject")
 @click.argument("execution_id")
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
 def reject(
-    execution_id: str, note: str | None, app_spec: str | None, db_url: str, as_json: bool
+    execution_id: str,
+    note: str | None,
+    checkpoint_id: str | None,
+    app_spec: str | None,
+    db_url: str,
+    as_json: bool,
 ) -> int:
     """Reject a run's pending interrupt (same modes as approve)."""
-    return _answer(execution_id, False, None, note, app_spec, db_url, as_json)
+    return _answer(execution_id, False, None, note, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("resume")

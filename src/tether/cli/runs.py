@@ -206,7 +206,7 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         out.print(
             f"\n[bold yellow]pending interrupt[/] at {escape(pending.node_id)} "
             f"({escape(pending.reason)}), {pending_state(pending)} since "
-            f"{when(pending.created_at)}"
+            f"{when(pending.created_at)}, checkpoint {pending.checkpoint_id}"
         )
         out.print(f"  context: {escape(compact(pending.context, 200))}")
         if pending.resume_value is not None:
@@ -227,24 +227,38 @@ def pending_group() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
 @store_options
 def pending_list(limit: int, db_url: str, as_json: bool) -> int:
-    """List pending interrupts, oldest first."""
+    """List pending interrupts, oldest first (with the run's error, when a worker left the
+    run for code that has its step)."""
     store = open_store(db_url)
     try:
         found = store.list_pending_interrupts(limit=limit)
-        runners = {}
+        runners: dict[str, str | None] = {}
+        errors: dict[str, str | None] = {}
         for p in found:
             run = store.get_run(p.execution_id)
             runners[p.execution_id] = run.runner_name if run else None
+            errors[p.execution_id] = run.error if run else None
     finally:
         store.close()
     if as_json:
-        emit_json([{**pending_json(p), "runner_name": runners[p.execution_id]} for p in found])
+        emit_json(
+            [
+                {
+                    **pending_json(p),
+                    "runner_name": runners[p.execution_id],
+                    "run_error": errors[p.execution_id],
+                }
+                for p in found
+            ]
+        )
         return 0
     if not found:
         out.print("[dim]no pending interrupts[/]")
         return 0
     table = Table(show_edge=False, header_style="bold")
     table.add_column("execution_id", **ID_COLUMN)
+    # The question's id: `approve`/`reject --checkpoint` bind an answer to it.
+    table.add_column("checkpoint_id", **ID_COLUMN)
     for column in ("runner", "node_id", "reason", "state"):
         table.add_column(column)
     table.add_column("since (UTC)", no_wrap=True)
@@ -252,12 +266,18 @@ def pending_list(limit: int, db_url: str, as_json: bool) -> int:
     for p in found:
         table.add_row(
             p.execution_id,
+            p.checkpoint_id,
             escape(runners[p.execution_id] or "?"),
             escape(p.node_id),
             escape(p.reason),
             pending_state(p),
             when(p.created_at),
-            escape(compact(p.context)),
+            escape(compact(p.context))
+            + (
+                f"\n[red]{escape(errors[p.execution_id] or '')}[/]"
+                if errors[p.execution_id]
+                else ""
+            ),
         )
     out.print(table)
     return 0

@@ -266,6 +266,7 @@ class LeaseStore(Protocol):
         max_attempts: int,
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
+        exclude_execution_ids: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """Claim up to ``limit`` runs for a worker: queued runs (higher priority first, then
         oldest), running runs whose lease lapsed, and paused runs whose interrupt was answered
@@ -279,6 +280,8 @@ class LeaseStore(Protocol):
             max_attempts: claims allowed without a clean finish before a run is dead-lettered.
             runner_names: only runs of these runners (those the worker can run).
             runner_slots: at most this many runs of a runner name (per-runner limits).
+            exclude_execution_ids: runs not to claim (those this worker left to workers with
+                other code: :class:`~tether.errors.MissingStepError`).
         """
 
     async def aenqueue_run(

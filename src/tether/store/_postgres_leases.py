@@ -95,8 +95,10 @@ _CLAIMABLE: Final = (
 _CLAIM_TAIL: Final = (
     " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT %s FOR UPDATE OF r SKIP LOCKED"
 )
-SELECT_CLAIMABLE: Final = _CLAIMABLE + _CLAIM_TAIL
-SELECT_CLAIMABLE_OF: Final = _CLAIMABLE + " AND r.runner_name = ANY(%s)" + _CLAIM_TAIL
+# A worker passes the runs it left to workers with other code (an empty list: none).
+_NOT_LEFT: Final = " AND r.execution_id <> ALL(%s)"
+SELECT_CLAIMABLE: Final = _CLAIMABLE + _NOT_LEFT + _CLAIM_TAIL
+SELECT_CLAIMABLE_OF: Final = _CLAIMABLE + " AND r.runner_name = ANY(%s)" + _NOT_LEFT + _CLAIM_TAIL
 CLAIM_RUNS: Final = (
     f"UPDATE {{schema}}.runs SET owner = %s, lease_expires_at = {_LEASE}, "
     "attempts = attempts + 1, updated_at = now() WHERE execution_id = ANY(%s)"
@@ -284,13 +286,15 @@ class PostgresLeases(Fencing):
         max_attempts: int,
         runner_names: list[str] | None,
         runner_slots: dict[str, int] | None,
+        exclude: Sequence[str] | None,
     ) -> Plan[list[ClaimedRun]]:
         slots = dict(runner_slots or {})
         fetch = limit * 4 if slots else limit
+        left = list(exclude or ())
         if runner_names is None:
-            res = yield self._q(SELECT_CLAIMABLE), (fetch,)
+            res = yield self._q(SELECT_CLAIMABLE), (left, fetch)
         else:
-            res = yield self._q(SELECT_CLAIMABLE_OF), (runner_names, fetch)
+            res = yield self._q(SELECT_CLAIMABLE_OF), (runner_names, left, fetch)
         out: list[ClaimedRun] = []
         for eid, name, status, raw_input, previous, attempts in res.rows:
             if len(out) >= limit:
@@ -327,12 +331,19 @@ class PostgresLeases(Fencing):
         max_attempts: int,
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
+        exclude_execution_ids: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
         if limit <= 0 or runner_names == []:
             return []
         plan = self._claim_runs_plan(
-            owner, limit, lease_seconds, max_attempts, runner_names, runner_slots
+            owner,
+            limit,
+            lease_seconds,
+            max_attempts,
+            runner_names,
+            runner_slots,
+            exclude_execution_ids,
         )
         return self._runs_claimed(owner, self._db.run("claim_runs", plan, write=True))
 
@@ -345,11 +356,18 @@ class PostgresLeases(Fencing):
         max_attempts: int,
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
+        exclude_execution_ids: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         if limit <= 0 or runner_names == []:
             return []
         plan = self._claim_runs_plan(
-            owner, limit, lease_seconds, max_attempts, runner_names, runner_slots
+            owner,
+            limit,
+            lease_seconds,
+            max_attempts,
+            runner_names,
+            runner_slots,
+            exclude_execution_ids,
         )
         return self._runs_claimed(owner, await self._db.arun("claim_runs", plan, write=True))
 

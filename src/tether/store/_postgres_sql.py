@@ -214,6 +214,7 @@ CLAIM_PENDING: Final = (
     "AND (claimed_by IS NULL OR claim_expires_at < now() OR claimed_by = %(steal)s::text) "
     "AND ((%(value)s::bytea IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
     "     OR (%(value)s::bytea IS NULL AND resume_value IS NOT NULL)) "
+    "AND (%(cid)s::text IS NULL OR checkpoint_id = %(cid)s::text) "
     f"RETURNING {_codec.PENDING_COLUMNS}), "
     "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
     "updated_at = now(), finished_at = NULL "
@@ -236,7 +237,8 @@ RELEASE_CLAIM: Final = (
 )
 ANSWER_PENDING: Final = (
     "UPDATE {schema}.pending_interrupts SET resume_value = %s "
-    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL"
+    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (%s::text IS NULL OR checkpoint_id = %s::text)"
 )
 SELECT_IDEMPOTENT: Final = (
     "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"

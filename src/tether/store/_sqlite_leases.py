@@ -192,6 +192,7 @@ class SQLiteLeases(Fencing):
         max_attempts: int,
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
+        exclude_execution_ids: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
         if limit <= 0:
@@ -204,6 +205,9 @@ class SQLiteLeases(Fencing):
                 return []
             sql += f" AND r.runner_name IN ({','.join('?' * len(runner_names))})"
             args.extend(runner_names)
+        if exclude_execution_ids:  # runs this worker left to workers with other code
+            sql += f" AND r.execution_id NOT IN ({','.join('?' * len(exclude_execution_ids))})"
+            args.extend(exclude_execution_ids)
         slots = dict(runner_slots or {})
         args.append(limit * 4 if slots else limit)
         out: list[ClaimedRun] = []
@@ -292,6 +296,7 @@ class SQLiteLeases(Fencing):
         max_attempts: int,
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
+        exclude_execution_ids: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         return self.claim_runs(
             owner=owner,
@@ -300,6 +305,7 @@ class SQLiteLeases(Fencing):
             max_attempts=max_attempts,
             runner_names=runner_names,
             runner_slots=runner_slots,
+            exclude_execution_ids=exclude_execution_ids,
         )
 
     async def aenqueue_run(

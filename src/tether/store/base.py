@@ -99,12 +99,14 @@ class PendingInterrupt:
 
     def as_dict(self) -> dict[str, Any]:
         """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,
-        agent_path."""
+        agent_path, and checkpoint_id (the question's id: pass it as
+        ``Resume(checkpoint_id=...)`` to bind the answer to this question)."""
         return {
             "reason": self.reason,
             "context": self.context,
             "node_id": self.node_id,
             "agent_path": self.agent_path,
+            "checkpoint_id": self.checkpoint_id,
         }
 
 
@@ -206,12 +208,15 @@ class Checkpointer(Protocol):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
 
         With ``resume_value``: succeeds only if the interrupt is unanswered and unclaimed, and
         stores the answer. Without: succeeds only if an answer is stored and no live claim holds
         it (its claimer died: the lease lapsed, or ``steal_from`` names the dead claimer).
+        With ``checkpoint_id``: only if the pending interrupt is the one recorded at that
+        checkpoint, checked in the same statement (an answer is bound to the question shown).
 
         Returns:
             The claimed row (with the stored answer), or ``None`` if the caller lost.
@@ -224,9 +229,18 @@ class Checkpointer(Protocol):
         """Give a claim back, keeping the stored answer (the re-entered step failed), so a
         later resume without a value picks the answer up again."""
 
-    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+    def answer_interrupt(
+        self,
+        execution_id: str,
+        resume_value: dict[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+    ) -> bool:
         """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
-        is gone or already answered."""
+        is gone or already answered, or, given ``checkpoint_id`` (the question the person was
+        shown), if the run waits on another question by then: checked in the same statement,
+        so an answer never lands on a question nobody saw (docs/design.md, "Interrupts and the
+        claim")."""
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -291,6 +305,7 @@ class Checkpointer(Protocol):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None: ...
     async def arenew_claim(
         self, execution_id: str, *, owner: str, lease_seconds: float
@@ -384,6 +399,7 @@ class SyncAsyncMixin:
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None:
         return self.claim_interrupt(  # type: ignore[attr-defined,no-any-return]
             execution_id,
@@ -391,6 +407,7 @@ class SyncAsyncMixin:
             resume_value=resume_value,
             lease_seconds=lease_seconds,
             steal_from=steal_from,
+            checkpoint_id=checkpoint_id,
         )
 
     async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:

@@ -732,6 +732,7 @@ class PostgresCheckpointer(PostgresLeases):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None,
+        checkpoint_id: str | None,
     ) -> Plan[PendingInterrupt | None]:
         params = {
             "owner": owner,
@@ -739,6 +740,7 @@ class PostgresCheckpointer(PostgresLeases):
             "value": _codec.dump_json(resume_value, "resume_value"),
             "eid": execution_id,
             "steal": steal_from,
+            "cid": checkpoint_id,
         }
         row = yield from self._one(q.CLAIM_PENDING, params)
         return None if row is None else _codec.pending_from_row(row)
@@ -751,6 +753,7 @@ class PostgresCheckpointer(PostgresLeases):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt: one statement, exactly one of any
         number of concurrent callers (processes, machines) wins.
@@ -762,12 +765,16 @@ class PostgresCheckpointer(PostgresLeases):
                 whose claimer died (lease lapsed, or ``steal_from`` names it).
             lease_seconds: how long the claim holds without renewal (database clock).
             steal_from: a claimer known to be dead.
+            checkpoint_id: claim only the question recorded at this interrupted checkpoint
+                (``None``: whichever is pending).
 
         Returns:
             The claimed row with the stored answer, or ``None`` if the caller lost. The run is
             marked ``running`` in the same statement.
         """
-        plan = self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal_from)
+        plan = self._claim_plan(
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+        )
         return self._db.run("claim_interrupt", plan, execution_id=execution_id)
 
     async def aclaim_interrupt(
@@ -778,8 +785,11 @@ class PostgresCheckpointer(PostgresLeases):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None:
-        plan = self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal_from)
+        plan = self._claim_plan(
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+        )
         return await self._db.arun("claim_interrupt", plan, execution_id=execution_id)
 
     delete_pending_interrupt_atomic = claim_interrupt
@@ -812,11 +822,17 @@ class PostgresCheckpointer(PostgresLeases):
         )
         return bool(row and row[0] == 1)
 
-    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+    def answer_interrupt(
+        self,
+        execution_id: str,
+        resume_value: dict[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+    ) -> bool:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
-        claimed."""
+        claimed, or (given ``checkpoint_id``) is not the question recorded at it."""
         value = _codec.dump_json(resume_value, "resume_value")
-        plan = self._count(q.ANSWER_PENDING, (value, execution_id))
+        plan = self._count(q.ANSWER_PENDING, (value, execution_id, checkpoint_id, checkpoint_id))
         return self._db.run("answer_interrupt", plan, execution_id=execution_id) == 1
 
     # --- idempotency ----------------------------------------------------------------------

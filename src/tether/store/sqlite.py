@@ -201,6 +201,7 @@ CLAIM_PENDING: Final = (
     "AND (claimed_by IS NULL OR claim_expires_at < ? OR claimed_by = ?) "
     "AND ((? IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
     "     OR (? IS NULL AND resume_value IS NOT NULL)) "
+    "AND (? IS NULL OR checkpoint_id = ?) "
     f"RETURNING {_codec.PENDING_COLUMNS}"
 )
 RENEW_CLAIM: Final = (
@@ -212,7 +213,8 @@ RELEASE_CLAIM: Final = (
 )
 ANSWER_PENDING: Final = (
     "UPDATE pending_interrupts SET resume_value = ? "
-    "WHERE execution_id = ? AND resume_value IS NULL AND claimed_by IS NULL"
+    "WHERE execution_id = ? AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (? IS NULL OR checkpoint_id = ?)"
 )
 SELECT_IDEMPOTENT: Final = "SELECT value FROM idempotency_cache WHERE execution_id = ? AND key = ?"
 INSERT_IDEMPOTENT: Final = (
@@ -751,6 +753,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         resume_value: dict[str, Any] | None,
         lease_seconds: float,
         steal_from: str | None = None,
+        checkpoint_id: str | None = None,
     ) -> PendingInterrupt | None:
         value = _codec.dump_json(resume_value, "resume_value")
         now = _now()
@@ -766,6 +769,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     steal_from,
                     value,
                     value,
+                    checkpoint_id,
+                    checkpoint_id,
                 ),
             ).fetchone()
             if row is not None:
@@ -790,10 +795,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 conn.execute(UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, execution_id))
             return released
 
-    def answer_interrupt(self, execution_id: str, resume_value: dict[str, Any]) -> bool:
+    def answer_interrupt(
+        self,
+        execution_id: str,
+        resume_value: dict[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+    ) -> bool:
         value = _codec.dump_json(resume_value, "resume_value")
+        params = (value, execution_id, checkpoint_id, checkpoint_id)
         with self._write() as conn:
-            return conn.execute(ANSWER_PENDING, (value, execution_id)).rowcount == 1
+            return conn.execute(ANSWER_PENDING, params).rowcount == 1
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:

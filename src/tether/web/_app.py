@@ -279,6 +279,7 @@ class _Web:
             return self._login_redirect(request)
         session = (current, None)
         note = (_field(form.get("note")) or "").strip() or None
+        shown = (_field(form.get("checkpoint_id")) or "").strip() or None
         data_text = (_field(form.get("data")) or "").strip()
         kept = {"note": note or "", "data": data_text}
         try:
@@ -293,7 +294,9 @@ class _Web:
                 form=kept,
             )
         try:
-            outcome = await self.service.answer(execution_id, Answer(approved, note, data))
+            outcome = await self.service.answer(
+                execution_id, Answer(approved, note, data, checkpoint_id=shown)
+            )
         except ActionError as exc:
             return await self._render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
@@ -349,9 +352,18 @@ class _Web:
             body = json.loads(await request.body() or b"{}")
         except json.JSONDecodeError as exc:
             return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
+        shape = 'the body is {"checkpoint_id": str?, "note": str?, "data": any?}'
         if not isinstance(body, dict) or not isinstance(body.get("note"), str | None):
-            return _json({"error": 'the body is {"note": str?, "data": any?}'}, 400)
-        answer = Answer(request.url.path.endswith("/approve"), body.get("note"), body.get("data"))
+            return _json({"error": shape}, 400)
+        shown = body.get("checkpoint_id")
+        if not (shown is None or (isinstance(shown, str) and shown)):
+            return _json({"error": f"checkpoint_id must be a non-empty string; {shape}"}, 400)
+        answer = Answer(
+            request.url.path.endswith("/approve"),
+            body.get("note"),
+            body.get("data"),
+            checkpoint_id=shown,
+        )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
         except ActionError as exc:

@@ -15,12 +15,20 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from .._runner import question_changed
+
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli.runs import pending_json, run_json, timeline
-from ..errors import AlreadyResumed, ConfigurationError, RunnerMismatchError, TetherError
+from ..errors import (
+    AlreadyResumed,
+    ConfigurationError,
+    InterruptChangedError,
+    RunnerMismatchError,
+    TetherError,
+)
 from ..interrupt import Resume
 from ..registry import Registry
 from ..store.base import Checkpointer
@@ -46,17 +54,23 @@ class ActionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An operator's verdict on a pending interrupt."""
+    """An operator's verdict on a pending interrupt.
+
+    Attributes:
+        checkpoint_id: the question the operator was shown (the pending interrupt's
+            ``checkpoint_id``); ``None``: the one pending when the server reads the run.
+    """
 
     approved: bool
     note: str | None = None
     data: Any = None
+    checkpoint_id: str | None = None
 
-    def to_resume(self) -> Resume:
+    def to_resume(self, checkpoint_id: str) -> Resume:
         metadata: dict[str, Any] = {"via": "web"}
         if self.note:
             metadata["note"] = self.note
-        return Resume(approved=self.approved, data=self.data, metadata=metadata)
+        return Resume(self.approved, self.data, metadata, checkpoint_id=checkpoint_id)
 
 
 class Service:
@@ -148,9 +162,14 @@ class Service:
         outcome is returned as ``{"action": "resumed", "status", "output", ...}``; without it,
         the answer is stored for a later ``resume`` (``{"action": "answer_stored", ...}``).
 
+        The answer is bound to ``answer.checkpoint_id`` (else to the question pending when
+        the run is read): it is refused, nothing changed, if the run waits on another
+        question by the time it is stored or claimed.
+
         Raises:
             ActionError: 404 no such run; 409 the interrupt was already answered, the run is
-                not waiting for an answer, or another resumer won the race (nothing changed).
+                not waiting for an answer, waits on another question than the one answered,
+                or another resumer won the race (nothing changed).
         """
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
@@ -167,6 +186,9 @@ class Service:
         if run is None:
             raise ActionError(404, f"no run with execution_id {execution_id!r}")
         pending = self.store.get_pending_interrupt(execution_id)
+        shown = answer.checkpoint_id
+        if shown is not None and (pending is None or pending.checkpoint_id != shown):
+            raise ActionError(409, question_changed(execution_id, shown, pending).message)
         if pending is None:
             if any(cp.status == "interrupted" for cp in self.store.list(execution_id)):
                 raise ActionError(409, f"run {execution_id} was already answered")
@@ -176,10 +198,21 @@ class Service:
         if pending.resume_value is not None:
             verdict = "approved" if pending.resume_value.get("approved") else "rejected"
             raise ActionError(409, f"run {execution_id} was already answered ({verdict})")
-        value = answer.to_resume()
-        base = {"execution_id": execution_id, "node_id": pending.node_id}
+        value = answer.to_resume(pending.checkpoint_id)
+        base = {
+            "execution_id": execution_id,
+            "node_id": pending.node_id,
+            "checkpoint_id": pending.checkpoint_id,
+        }
         if run.runner_name not in self.registry:
-            if not self.store.answer_interrupt(execution_id, value.to_dict()):
+            stored = self.store.answer_interrupt(
+                execution_id, value.to_dict(), checkpoint_id=pending.checkpoint_id
+            )
+            if not stored:
+                now = self.store.get_pending_interrupt(execution_id)
+                if now is None or now.checkpoint_id != pending.checkpoint_id:
+                    changed = question_changed(execution_id, pending.checkpoint_id, now)
+                    raise ActionError(409, changed.message)
                 raise ActionError(409, f"run {execution_id} was answered meanwhile")
             return {
                 **base,
@@ -194,6 +227,8 @@ class Service:
         try:
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
+        except InterruptChangedError as exc:
+            raise ActionError(409, exc.message) from None
         except AlreadyResumed as exc:
             raise ActionError(409, f"run {execution_id} was already answered: {exc}") from None
         except (ConfigurationError, RunnerMismatchError) as exc:
