@@ -43,6 +43,8 @@ EXPECTED = {
     "CorruptRecordError",
     "ExecutionError",
     "InterruptSignal",
+    "InterruptOutsideRunError",
+    "UnreachableNodesError",
     "PendingInterrupt",
     "PostgresCheckpointer",
     "PruneResult",

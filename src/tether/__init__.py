@@ -32,6 +32,7 @@ from .errors import (
     ConfigurationError,
     CorruptRecordError,
     ExecutionError,
+    InterruptOutsideRunError,
     InterruptSignal,
     LeaseHeldError,
     LeaseLost,
@@ -44,6 +45,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
     TetherError,
+    UnreachableNodesError,
 )
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
@@ -74,6 +76,7 @@ __all__ = [
     "ConfigurationError",
     "CorruptRecordError",
     "ExecutionError",
+    "InterruptOutsideRunError",
     "InterruptSignal",
     "LLMResponse",
     "LeaseHeldError",
@@ -103,6 +106,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
+    "UnreachableNodesError",
     "Worker",
     "aenqueue",
     "arun_worker",
