@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from tether import serde
+from tether._context import current_agent_path
 from tether._runner import run_sync
 from tether.errors import ConfigurationError, InterruptSignal, TetherError
 from tether.interrupt import (
@@ -230,9 +231,13 @@ class ScriptedLLM(_Recorder):
 
     Args:
         responses: the answers (see the module docstring for the accepted forms).
-        resume_aware: pick the answer by the number of assistant messages already in the
-            history instead of by call count. A fresh ``ScriptedLLM`` handed to a resumed run
-            then carries on where the crashed process stopped, instead of starting over.
+        resume_aware: pick the answer by the number of assistant messages of the calling
+            agent already in the history instead of by call count. A fresh ``ScriptedLLM``
+            handed to a resumed run then carries on where the crashed process stopped, instead
+            of starting over. The calling agent is the last segment of
+            :func:`tether.current_agent_path`; an assistant message signed by another agent
+            (``Message.name``, as a ``Swarm`` signs each agent's messages in the conversation
+            they share) is not counted, an unsigned one is.
 
     Attributes:
         calls: every call's messages as :meth:`Message.to_dict` dicts, oldest call first.
@@ -271,7 +276,12 @@ class ScriptedLLM(_Recorder):
         """
         self._record(messages, tools)
         if self.resume_aware:
-            index = sum(1 for message in messages if message.role == "assistant")
+            me = (current_agent_path() or "").rpartition("/")[2].partition(":")[2]
+            index = sum(
+                1
+                for message in messages
+                if message.role == "assistant" and message.name in (None, me)
+            )
         else:
             index = self.call_count - 1
         if index >= len(self._responses):
