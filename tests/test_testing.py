@@ -85,16 +85,12 @@ def test_run_node_with_an_answer_completes_with_the_updates_and_the_merged_state
     assert state == {"amount": 900}  # the caller's dict is not touched
 
 
-def test_run_node_answers_several_questions_in_order_and_pauses_at_the_first_unanswered() -> (
-    None
-):
+def test_run_node_answers_several_questions_in_order_and_pauses_at_the_first_unanswered() -> None:
     state = {"amount": 900, "asked": 0}
     first = run_node(two_questions, state, answers=[Resume(approved=True, data="ok")])
     assert first.status == "paused" and first.answers_used == 1
     assert first.question == Question("finance", {"manager_said": True, "note": "ok"}, 1)
-    done = run_node(
-        two_questions, state, answers=[Resume(approved=True), Resume(approved=False)]
-    )
+    done = run_node(two_questions, state, answers=[Resume(approved=True), Resume(approved=False)])
     assert done.status == "completed" and done.answers_used == 2
     assert done.updates == {"manager": True, "finance": False, "asked": 2}
 
@@ -139,7 +135,7 @@ def test_run_node_tests_a_tool_that_asks_through_a_node() -> None:
 def test_run_node_refuses_what_a_run_would_refuse() -> None:
     with pytest.raises(ConfigurationError, match="returned str"):
         run_node(lambda s: "not a dict", {})
-    with pytest.raises(ChainResumeError, match="must be a tether.Resume"):
+    with pytest.raises(ChainResumeError, match=r"must be a tether\.Resume"):
         run_node(review, {"amount": 1}, answers=[True])  # type: ignore[list-item]
     with pytest.raises(SerializationError):
         run_node(lambda s: {"x": interrupt("bad", {"sock": object()})}, {})
