@@ -302,9 +302,7 @@ async def test_resume_scoped_to_an_agent_path_guards_like_the_composite_runners(
     # Refused before anything was claimed: the interrupt still waits for its answer.
     pending = store.get_pending_interrupt("ap1")
     assert pending is not None and pending.resume_value is None and not pending.claimed_by
-    done = await agent.aresume(
-        "ap1", Resume(approved=True), agent_path="agent:helper/tool:approve"
-    )
+    done = await agent.aresume("ap1", Resume(approved=True), agent_path="agent:helper/tool:approve")
     assert done.status == "completed" and done.output == "approved"
 
 
