@@ -35,9 +35,9 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
     """A run as the JSON object ``runs list`` and ``runs show`` print.
 
     Besides the run row's fields: ``lease_lapses_at`` (for a ``running`` run, when its lease
-    lapses or lapsed: ``lease_expires_at``, or before its first renewal a lease period after its
-    last update), ``stale`` (a ``running`` run nothing executes, see
-    :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``, ``"owner_gone"`` or ``None``),
+    lapses or lapsed, :func:`tether._stale.lease_lapses_at`), ``stale`` (a ``running`` run
+    nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
+    ``"owner_gone"``, ``"unowned"`` or ``None``),
     ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
     ``parent_pruned`` (a fork whose parent run is no longer in the store).
 
