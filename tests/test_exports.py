@@ -45,6 +45,8 @@ EXPECTED = {
     "InterruptChangedError",
     "InterruptSignal",
     "MissingStepError",
+    "InterruptOutsideRunError",
+    "UnreachableNodesError",
     "PendingInterrupt",
     "PostgresCheckpointer",
     "PruneResult",

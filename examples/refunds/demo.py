@@ -184,7 +184,8 @@ def main() -> None:
     )
     store.close()
 
-    say("\n8. A support agent over the same data pauses in a tool for approval, then resumes:")
+    say("\n8. A support agent over the same data pauses in a tool for approval; a fresh process")
+    say("   approves and resumes it:")
     support_agent.main()
 
 

@@ -1,9 +1,11 @@
 """A support agent over the same refunds data: it looks a request up, and issues the refund
 through an ``@idempotent`` payment that pauses for a manager over a limit.
 
-Offline by default (a scripted model); with ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` set it
-talks to the real provider (model from ``TETHER_DEMO_MODEL``, else a small default). Run it
-alone with ``python examples/refunds/support_agent.py`` or call :func:`main` from the demo.
+Offline by default (a scripted model, ``resume_aware`` so a fresh process picks up the script
+where the run stopped); with ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` set it talks to the
+real provider (model from ``TETHER_DEMO_MODEL``, else a small default). Run it alone with
+``python examples/refunds/support_agent.py`` or call :func:`main` from the demo: the run pauses
+and this process stops driving it; a second process approves and resumes it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +135,29 @@ def _show(messages: list[Message], start: int) -> None:
             print(f"   user:   {m.content}")
 
 
+def approve(db_url: str, shown: int) -> None:
+    """The manager's side, in a process of its own: answer the pause and let the run finish.
+
+    Nothing of the first process is needed: the run, its history and the pending question are
+    in the store, and a fresh model (a fresh script, or the real provider) carries on.
+    """
+    store = tether.connect(db_url)
+    llm, _ = make_llm()
+    print(f"   -- process {os.getpid()} approves and resumes the run:", flush=True)
+    result = build(store, llm).resume(
+        "support-1", tether.Resume(approved=True, metadata={"reviewer": "m.okafor"})
+    )
+    _show(result.messages, shown)
+    # A scripted model reports no usage: print tokens only when a provider counted some.
+    tokens = result.usage.total_tokens
+    used = f"  ({tokens} tokens)" if tokens else ""
+    print(f"   status: {result.status}: {result.output or result.error}{used}", flush=True)
+    store.close()
+
+
 def main(db_url: str | None = None) -> None:
-    """Run the agent to its pause, approve it from code, and print the run's timeline."""
+    """Run the agent to its pause and exit; approve and resume it from a fresh process (as a
+    manager would, any time later); print the run's timeline."""
     OUT.mkdir(exist_ok=True)
     if db_url is None:
         db = OUT / "support.db"
@@ -141,26 +166,28 @@ def main(db_url: str | None = None) -> None:
         db_url = f"sqlite:///{db}"
     store = tether.connect(db_url)
     llm, label = make_llm()
-    agent = build(store, llm)
-    print(f"Support agent, model: {label}")
-    result = agent.run(f"Hi, please refund my request {REQUEST_ID}.", execution_id="support-1")
+    print(f"   model: {label}")
+    result = build(store, llm).run(
+        f"Hi, please refund my request {REQUEST_ID}.", execution_id="support-1"
+    )
     _show(result.messages, 1)
-    shown = len(result.messages)
     if result.status == "paused" and result.pending_interrupt:
         p = result.pending_interrupt
         print(f"   -- paused at {p['node_id']} for {p['reason']}: {p['context']}")
-        print("   -- (no process needs to stay alive; a manager approves from anywhere)")
-        result = agent.resume(
-            "support-1", tether.Resume(approved=True, metadata={"reviewer": "m.okafor"})
+        print(
+            f"   -- process {os.getpid()} stops driving it here: no process needs to stay alive",
+            flush=True,
         )
-        _show(result.messages, shown)
-    tokens = result.usage.total_tokens
-    print(f"   status: {result.status}: {result.output or result.error}  ({tokens} tokens)")
-    print("Checkpoint timeline:")
+        argv = [sys.executable, __file__, "--approve", db_url, str(len(result.messages))]
+        subprocess.run(argv, check=True)
+    print("   checkpoint timeline:")
     for c in store.list("support-1"):
-        print(f"   {c.seq:>3} {c.node_id:28} {c.step_type:10} {c.status:11} {c.agent_path or ''}")
+        print(f"   {c.seq:>4} {c.node_id:28} {c.label:19} {c.agent_path or ''}")
     store.close()
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 3 and sys.argv[1] == "--approve":
+        approve(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()

@@ -33,6 +33,7 @@ from .errors import (
     CorruptRecordError,
     ExecutionError,
     InterruptChangedError,
+    InterruptOutsideRunError,
     InterruptSignal,
     LeaseHeldError,
     LeaseLost,
@@ -46,6 +47,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
     TetherError,
+    UnreachableNodesError,
 )
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
@@ -77,6 +79,7 @@ __all__ = [
     "CorruptRecordError",
     "ExecutionError",
     "InterruptChangedError",
+    "InterruptOutsideRunError",
     "InterruptSignal",
     "LLMResponse",
     "LeaseHeldError",
@@ -107,6 +110,7 @@ __all__ = [
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
+    "UnreachableNodesError",
     "Worker",
     "aenqueue",
     "arun_worker",

@@ -38,6 +38,18 @@ STEP_TYPES: Final = frozenset(
 STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
 
 
+_LABELS: Final = {
+    ("node", "completed"): "node completed",
+    ("llm_call", "completed"): "before model call",
+    ("tool_call", "completed"): "before tool call",
+    ("hitl_pause", "interrupted"): "paused for a human",
+    ("handoff", "completed"): "handoff",
+    ("fork_origin", "completed"): "branch start",
+    ("run_end", "completed"): "run completed",
+    ("run_end", "failed"): "run failed",
+}
+
+
 def new_id() -> str:
     """A fresh random id (32 hex characters, 128 random bits) for runs and checkpoints."""
     return os.urandom(16).hex()
@@ -106,6 +118,21 @@ class Checkpoint:
     def is_run_end(self) -> bool:
         """True for the terminal tombstone, which addresses no node."""
         return self.step_type == RUN_END
+
+    @property
+    def label(self) -> str:
+        """What the row records, in words for a timeline: ``"before model call"``, ``"before
+        tool call"``, ``"node completed"``, ``"paused for a human"``, ``"handoff to
+        <agent>"``, ``"branch start"``, ``"run completed"``, ``"run failed"``.
+
+        Agent rows are written *before* the call they address, so their ``completed`` status
+        says only that the row committed, never that the model or tool call succeeded.
+        """
+        if self.step_type == "handoff" and isinstance(self.node_input, dict):
+            target = self.node_input.get("to")
+            if isinstance(target, str):
+                return f"handoff to {target}"
+        return _LABELS.get((self.step_type, self.status), f"{self.step_type} {self.status}")
 
 
 def _assert_run(store: Checkpointer, execution_id: str) -> None:

@@ -10,7 +10,9 @@ Tree::
     └── InterruptSignal                 a step asked for a human; caught by the executor
     TetherError (Exception)
     ├── ConfigurationError              bad arguments to a runner, store or decorator
-    │   └── MissingStepError            a resume into a step the deployed code no longer has
+    │   ├── MissingStepError            a resume into a step the deployed code no longer has
+    │   └── UnreachableNodesError       a chain has nodes no edge leads to
+    ├── InterruptOutsideRunError        interrupt() called where no run executes (a unit test)
     ├── SerializationError              a value in state/args/results cannot be stored as JSON
     ├── StoreError                      the checkpoint store failed
     │   ├── StoreUnavailableError       the database cannot be reached / went away: retry later
@@ -93,6 +95,32 @@ class MissingStepError(ConfigurationError):
     ) -> None:
         super().__init__(message, execution_id=execution_id, node_id=node_id)
         self.missing = missing
+
+
+class UnreachableNodesError(ConfigurationError):
+    """A chain has nodes that no edge leads to from its entry, so they could never run.
+
+    Attributes:
+        unreachable: the node ids, in the order they were added.
+    """
+
+    def __init__(self, message: str, *, unreachable: list[str]) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+class InterruptOutsideRunError(TetherError):
+    """:func:`tether.interrupt` was called where no run executes: a node or tool called
+    directly, e.g. from a unit test. Nothing can pause there; run the node through its runner,
+    or through :func:`tether.testing.run_node` with the answers to give it.
+
+    Attributes:
+        reason: the ``reason`` the call passed.
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SerializationError(TetherError):

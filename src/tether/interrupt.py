@@ -19,7 +19,12 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ChainResumeError, ConfigurationError, InterruptSignal
+from .errors import (
+    ChainResumeError,
+    ConfigurationError,
+    InterruptOutsideRunError,
+    InterruptSignal,
+)
 
 __all__ = ["Resume", "interrupt"]
 
@@ -327,6 +332,8 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
         InterruptSignal: the question has no answer yet (a ``BaseException``: do not catch
             it); the executor turns it into a paused run.
         ConfigurationError: ``reason`` is not a str, or ``key`` is not a str or ``None``.
+        InterruptOutsideRunError: no step of a run is executing (a node called directly, e.g.
+            in a unit test); :func:`tether.testing.run_node` runs one with answers.
     """
     if not isinstance(reason, str):
         raise ConfigurationError(f"interrupt() reason must be a str, got {type(reason).__name__}")
@@ -336,7 +343,13 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
         )
     scope = _scope.get()
     if scope is None:
-        raise InterruptSignal(reason, context, index=0, key=key)
+        raise InterruptOutsideRunError(
+            f"interrupt({reason!r}) was called outside a tether run: no chain node or agent "
+            "tool is executing it, so there is nothing to pause. Run it through its Chain or "
+            "Agent, or in a test call tether.testing.run_node(node, state, "
+            "answers=[Resume(approved=True)]) to run one node with the answers to give it.",
+            reason=reason,
+        )
     return scope.ask(reason, context, key)
 
 

@@ -1,4 +1,12 @@
-"""Deterministic model doubles for tests and demos.
+"""Test helpers: deterministic model doubles, and one node run with given answers.
+
+:func:`run_node` (and :func:`arun_node`) runs one chain node outside any run, the way a run
+would call it, with the answers its ``interrupt()`` calls get::
+
+    done = run_node(review, {"amount": 900}, answers=[Resume(approved=True)])
+    assert done.status == "completed" and done.updates == {"approved": True}
+    asked = run_node(review, {"amount": 900})
+    assert asked.status == "paused" and asked.question.reason == "manager_approval"
 
 :class:`ScriptedLLM` plays back a fixed list of answers; :class:`FunctionLLM` computes each answer
 from the history with a plain function. Both satisfy :class:`tether.llm.LLM`, record what they
@@ -20,17 +28,162 @@ An answer may be given as:
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
-from tether.errors import TetherError
+from tether import serde
+from tether._context import current_agent_path
+from tether._runner import run_sync
+from tether.errors import ConfigurationError, InterruptSignal, TetherError
+from tether.interrupt import (
+    Answer,
+    InterruptIdentity,
+    Resume,
+    check_resume_value,
+    interrupt_scope,
+)
 from tether.llm.messages import LLMResponse, Message, ToolCall, ToolSpec
 
 Reply: TypeAlias = str | Sequence[ToolCall | Mapping[str, Any]] | LLMResponse
 """One scripted answer: final text, tool calls, or a full response."""
 
-__all__ = ["FunctionLLM", "Reply", "ScriptExhaustedError", "ScriptedLLM"]
+__all__ = [
+    "FunctionLLM",
+    "NodeRun",
+    "Question",
+    "Reply",
+    "ScriptExhaustedError",
+    "ScriptedLLM",
+    "arun_node",
+    "run_node",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """An ``interrupt()`` a node reached with no answer left for it: where a run would pause.
+
+    Attributes:
+        reason: the ``reason`` it passed.
+        context: the ``context`` it passed, as a run would store it (JSON round-tripped).
+        index: which ``interrupt()`` call of the node's last execution it was (0 for the
+            first).
+        key: the ``key=`` it passed, if any.
+    """
+
+    reason: str
+    context: Any
+    index: int
+    key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRun:
+    """What one node did under :func:`run_node`.
+
+    Attributes:
+        status: ``"completed"`` (the node returned) or ``"paused"`` (it asked a question no
+            answer was given for; a run would pause there and re-run the node from its top).
+        updates: what the node returned (a dict of updates, or ``None``); ``None`` when paused.
+        state: the state after merging ``updates`` (when paused: the state it was given).
+        question: the unanswered question when paused, else ``None``.
+        answers_used: how many of the given answers were bound to questions (each one a
+            resume, in a run).
+    """
+
+    status: Literal["completed", "paused"]
+    updates: dict[str, Any] | None
+    state: dict[str, Any]
+    question: Question | None = None
+    answers_used: int = 0
+
+
+async def arun_node(
+    node: Callable[[dict[str, Any]], Any],
+    state: Mapping[str, Any] | None = None,
+    *,
+    answers: Resume | Sequence[Resume] = (),
+) -> NodeRun:
+    """Run one chain node (sync or ``async def``) outside any run, as a run would call it.
+
+    The node is answered the way a run resumed once per answer answers it (docs/design.md,
+    "Interrupts and the claim"): it runs from its top; the first question it pauses on gets
+    ``answers[0]``, bound to that question's identity (its reason, ``key=`` and occurrence);
+    it runs again from its top holding that answer, the next question it pauses on gets
+    ``answers[1]``, and so on. A question with no answer left ends it as a pause. Each
+    execution gets a fresh copy of ``state``, as a resumed run reads it back from the store.
+    Nothing is stored, and ``@idempotent`` functions inside run every time (there is no run to
+    cache in). To test a tool that asks, call it from a node:
+    ``run_node(lambda s: {"out": refund("A-1", 900)}, {}, answers=[...])``.
+
+    Args:
+        node: ``fn(state) -> dict | None``, as given to ``Chain.add_node``.
+        state: the state the node is given (default empty).
+        answers: one :class:`~tether.Resume` or a list of them, in the order the node's
+            questions come up.
+
+    Returns:
+        A :class:`NodeRun`: ``completed`` with ``updates`` and the merged ``state``, or
+        ``paused`` with the unanswered ``question``.
+
+    Raises:
+        ConfigurationError: ``node`` is an Agent, Swarm or Supervisor (run those with their
+            own verbs), or it returned something other than a dict or ``None``.
+        ChainResumeError: an answer is not a ``Resume``.
+        SerializationError: a question's context cannot be stored as JSON (a run would fail
+            there too).
+        Exception: whatever the node raises, unchanged.
+    """
+    from tether.chain.graph import RESERVED_NODE_IDS, RUNNER_KINDS, Chain
+
+    if getattr(node, "kind", None) in RUNNER_KINDS:
+        raise ConfigurationError(
+            "run_node runs a function node; run an Agent, Swarm or Supervisor with its own "
+            "run()/resume() (with a ScriptedLLM)"
+        )
+    given = [answers] if isinstance(answers, Resume) else list(answers)
+    for answer in given:
+        check_resume_value(answer)
+    start = dict(state or {})
+    name = str(getattr(node, "__name__", ""))
+    node_id = name if name and name not in RESERVED_NODE_IDS and ":" not in name else "node"
+    chain = Chain("run_node", checkpointer=None)  # a store is opened only by a run verb
+    chain.add_node(node_id, node)
+    bound: list[Answer] = []
+    while True:
+        with interrupt_scope(bound):
+            try:
+                updates = await chain.call_node(node_id, copy.deepcopy(start))
+                break
+            except InterruptSignal as sig:
+                context = serde.from_jsonable(
+                    serde.loads(serde.dumps(sig.context, "interrupt context"))
+                )
+                if len(bound) == len(given):
+                    question = Question(sig.reason, context, sig.index, sig.key)
+                    return NodeRun("paused", None, start, question, answers_used=len(bound))
+                identity = InterruptIdentity(sig.reason, sig.key, sig.occurrence)
+                bound.append(Answer(given[len(bound)], identity))
+    merged = {**start, **updates} if updates else start
+    return NodeRun("completed", updates, merged, answers_used=len(bound))
+
+
+def run_node(
+    node: Callable[[dict[str, Any]], Any],
+    state: Mapping[str, Any] | None = None,
+    *,
+    answers: Resume | Sequence[Resume] = (),
+) -> NodeRun:
+    """Sync twin of :func:`arun_node` (an ``async def`` node runs on a loop of its own).
+
+    Raises:
+        ConfigurationError: as :func:`arun_node`, or called inside a running event loop
+            (``await arun_node(...)`` there).
+    """
+    return run_sync(arun_node(node, state, answers=answers))
 
 
 class ScriptExhaustedError(TetherError):
@@ -78,9 +231,13 @@ class ScriptedLLM(_Recorder):
 
     Args:
         responses: the answers (see the module docstring for the accepted forms).
-        resume_aware: pick the answer by the number of assistant messages already in the
-            history instead of by call count. A fresh ``ScriptedLLM`` handed to a resumed run
-            then carries on where the crashed process stopped, instead of starting over.
+        resume_aware: pick the answer by the number of assistant messages of the calling
+            agent already in the history instead of by call count. A fresh ``ScriptedLLM``
+            handed to a resumed run then carries on where the crashed process stopped, instead
+            of starting over. The calling agent is the last segment of
+            :func:`tether.current_agent_path`; an assistant message signed by another agent
+            (``Message.name``, as a ``Swarm`` signs each agent's messages in the conversation
+            they share) is not counted, an unsigned one is.
 
     Attributes:
         calls: every call's messages as :meth:`Message.to_dict` dicts, oldest call first.
@@ -119,7 +276,12 @@ class ScriptedLLM(_Recorder):
         """
         self._record(messages, tools)
         if self.resume_aware:
-            index = sum(1 for message in messages if message.role == "assistant")
+            me = (current_agent_path() or "").rpartition("/")[2].partition(":")[2]
+            index = sum(
+                1
+                for message in messages
+                if message.role == "assistant" and message.name in (None, me)
+            )
         else:
             index = self.call_count - 1
         if index >= len(self._responses):

@@ -3,6 +3,7 @@ with the deterministic model doubles)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +286,35 @@ async def test_fork_takes_the_runner_neutral_state_updates_but_refuses_edits(sto
     assert branch.status == "completed"
     with pytest.raises(ConfigurationError, match="message history"):
         await agent.afork("s1", state_updates={"messages": []})
+
+
+async def test_resume_scoped_to_an_agent_path_guards_like_the_composite_runners(
+    store: Any, _tool_log: Path
+) -> None:
+    script = [[{"name": "approve", "arguments": {"amount": 900}}], "approved"]
+    agent = make_agent("plain", ScriptedLLM(script, resume_aware=True), store)
+    paused = await agent.arun("refund 900", execution_id="ap1")
+    assert paused.pending_interrupt["agent_path"] == "agent:helper/tool:approve"
+    elsewhere = "agent:helper/tool:lookup"
+    with pytest.raises(AlreadyResumed, match="no pending interrupt under"):
+        await agent.aresume("ap1", Resume(approved=True), agent_path=elsewhere)
+    with pytest.raises(ChainResumeError, match="outside"):
+        await agent.aresume("ap1", agent_path=elsewhere)
+    # Refused before anything was claimed: the interrupt still waits for its answer.
+    pending = store.get_pending_interrupt("ap1")
+    assert pending is not None and pending.resume_value is None and not pending.claimed_by
+    done = await agent.aresume("ap1", Resume(approved=True), agent_path="agent:helper/tool:approve")
+    assert done.status == "completed" and done.output == "approved"
+
+
+async def test_resume_scoped_to_the_agent_itself_continues_a_crashed_run(store: Any) -> None:
+    script = [[{"name": "boom", "arguments": {"x": 1}}], "recovered"]
+    agent = make_agent("plain", ScriptedLLM(script, resume_aware=True), store)
+    failed = await agent.arun("go", execution_id="ap2")
+    assert failed.status == "failed"
+    with pytest.raises(ChainResumeError, match="outside 'agent:other'"):
+        await agent.aresume("ap2", agent_path="agent:other")
+    assert store.get_run("ap2").status == "failed"
+    again = await agent.aresume("ap2", agent_path="agent:helper")
+    assert again.status == "failed"  # boom raises again, re-invoked from its row
+    assert [c["tool"] for c in tool_log(os.environ["TOOL_LOG"])] == ["boom", "boom"]

@@ -250,3 +250,117 @@ def test_docstring_parser_reads_google_style_sections() -> None:
     )
     assert parse_docstring("") == ("", {})
     assert parse_docstring("Args:\n    x: only args.") == ("", {"x": "only args."})
+
+
+def test_the_readme_one_line_docstring_describes_each_argument() -> None:
+    @tool
+    def refund(order_id: str, amount: int) -> str:
+        """Refund an order. Args: order_id: the order. amount: in cents."""
+        return f"refunded {amount} on {order_id}"
+
+    spec = refund.spec
+    assert spec.description == "Refund an order."
+    assert spec.parameters["properties"] == {
+        "order_id": {"type": "string", "description": "the order."},
+        "amount": {"type": "integer", "description": "in cents."},
+    }
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        pytest.param(
+            """Refund an order.
+
+            Args:
+                order_id (str): the order,
+                    as printed on the receipt.
+                amount: in cents.
+
+            Returns:
+                A receipt.
+            """,
+            id="google",
+        ),
+        pytest.param(
+            """Refund an order.
+
+            Parameters
+            ----------
+            order_id : str
+                the order,
+                as printed on the receipt.
+            amount : int
+                in cents.
+
+            Returns
+            -------
+            str
+                A receipt.
+            """,
+            id="numpy",
+        ),
+        pytest.param(
+            """Refund an order.
+
+            :param order_id: the order,
+                as printed on the receipt.
+            :param int amount: in cents.
+            :returns: A receipt.
+            """,
+            id="rest",
+        ),
+        pytest.param(
+            """Refund an order.
+
+            @param order_id: the order, as printed on the receipt.
+            @param amount: in cents.
+            @return: A receipt.
+            """,
+            id="epydoc",
+        ),
+        pytest.param(
+            "Refund an order. Args: order_id (str): the order, as printed on the receipt. "
+            "amount: in cents. Returns: A receipt.",
+            id="one-line-with-types-and-returns",
+        ),
+        pytest.param(
+            """Refund an order.
+            Args: order_id: the order, as printed on the receipt. amount: in cents.
+            """,
+            id="inline-args-on-the-second-line",
+        ),
+    ],
+)
+def test_each_docstring_style_describes_the_arguments(doc: str) -> None:
+    def refund(order_id: str, amount: int) -> str:
+        return order_id
+
+    refund.__doc__ = doc
+    spec = tool(refund).spec
+    assert spec.description == "Refund an order."
+    properties = spec.parameters["properties"]
+    assert properties["order_id"]["description"] == "the order, as printed on the receipt."
+    assert properties["amount"]["description"] == "in cents."
+
+
+def test_keyword_args_sections_describe_arguments_too() -> None:
+    doc = "Search.\n\nArgs:\n    query: what to find.\n\nKeyword Args:\n    limit: at most."
+    assert parse_docstring(doc) == ("Search.", {"query": "what to find.", "limit": "at most."})
+
+
+def test_a_one_line_section_splits_only_at_the_functions_argument_names() -> None:
+    doc = "Scale a value. Args: ratio: as n: m, e.g. 3: 1. value: the value."
+    assert parse_docstring(doc, ["ratio", "value"]) == (
+        "Scale a value.",
+        {"ratio": "as n: m, e.g. 3: 1.", "value": "the value."},
+    )
+
+
+def test_a_docstring_without_arguments_keeps_its_summary_and_describes_none() -> None:
+    assert parse_docstring("Look it up. Note: it is slow.", ["x"]) == (
+        "Look it up. Note: it is slow.",
+        {},
+    )
+    assert parse_docstring(":param x: only x.") == ("", {"x": "only x."})
+    assert parse_docstring("Args: x: only x.", ["x"]) == ("", {"x": "only x."})

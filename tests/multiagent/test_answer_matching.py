@@ -32,11 +32,10 @@ def _pay_tool(order: list[str], paid: list[str]) -> Tool[Any, Any]:
     return Tool(pay)
 
 
-def _agent(store: Any, order: list[str], paid: list[str], earlier: int = 0) -> Agent:
-    """``earlier``: assistant messages already in the history it is handed (a swarm's)."""
+def _agent(store: Any, order: list[str], paid: list[str]) -> Agent:
     return Agent(
         "payer",
-        llm=ScriptedLLM(["(not asked)"] * earlier + [[PAY], "done"], resume_aware=True),
+        llm=ScriptedLLM([[PAY], "done"], resume_aware=True),
         tools=[_pay_tool(order, paid)],
         checkpointer=store,
     )
@@ -61,7 +60,7 @@ def _swarm(store: Any, order: list[str], paid: list[str]) -> Swarm:
         llm=ScriptedLLM([[{"name": "transfer_to_payer", "arguments": {}}]], resume_aware=True),
         checkpointer=store,
     )
-    payer = _agent(store, order, paid, earlier=1)
+    payer = _agent(store, order, paid)
     return Swarm("desk", [triage, payer], entrypoint="triage", checkpointer=store)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.agent.agents import tool_log
+from tests.agent.agents import add, approve, lookup, tool_log
 from tests.multiagent.topologies import BILLING_PROMPT, make_swarm
 from tether.agent import Agent
 from tether.agent.swarm import Swarm
@@ -190,3 +190,76 @@ def test_fork_takes_the_cli_state_updates_argument_but_refuses_updates(store: An
     assert swarm.fork("s9", state_updates=None).status == "completed"
     with pytest.raises(ConfigurationError):
         swarm.fork("s9", state_updates={"x": 1})
+
+
+def resume_aware(billing: list[Any]) -> dict[str, ScriptedLLM]:
+    return {
+        "triage": ScriptedLLM([[LOOKUP], [TRANSFER]], resume_aware=True),
+        "billing": ScriptedLLM(billing, resume_aware=True),
+    }
+
+
+async def test_resume_aware_scripts_count_only_their_own_agents_messages(
+    store: Any, _tool_log: Path
+) -> None:
+    models = resume_aware([[APPROVE], "approved and refunded"])
+    paused = await make_swarm(models, store).arun("refund A-1", execution_id="ra1")
+    # billing's first answer is its tool call, although triage spoke twice before it.
+    assert paused.status == "paused"
+    assert paused.pending_interrupt["agent_path"] == "swarm:desk/agent:billing/tool:approve"
+    # A fresh swarm with fresh scripts, as in a new process, carries on where the run stopped.
+    fresh = resume_aware([[APPROVE], "approved and refunded"])
+    done = await make_swarm(fresh, store).aresume("ra1", Resume(approved=True))
+    assert done.status == "completed" and done.output == "approved and refunded"
+    assert fresh["triage"].call_count == 0 and fresh["billing"].call_count == 1
+    assert [c["tool"] for c in tool_log(str(_tool_log))] == ["lookup", "approve", "approve"]
+
+
+async def test_a_swarm_signs_each_agents_messages_in_the_shared_conversation(store: Any) -> None:
+    models = resume_aware(["refunded"])
+    result = await make_swarm(models, store).arun("refund A-1", execution_id="ra2")
+    assert result.status == "completed" and result.output == "refunded"
+    handoff = next(c for c in store.list("ra2") if c.node_id == "handoff:1")
+    authors = [(m["role"], m.get("name")) for m in handoff.state_snapshot["messages"]]
+    assert authors == [
+        ("user", None),
+        ("assistant", "triage"),
+        ("tool", "lookup"),
+        ("assistant", "triage"),
+        ("tool", "transfer_to_billing"),
+    ]
+
+
+async def test_an_agent_active_twice_continues_its_own_script_after_a_handoff_back(
+    store: Any,
+) -> None:
+    back = {"name": "transfer_to_triage", "arguments": {}}
+    add_call = {"name": "add", "arguments": {"a": 2, "b": 3}}
+
+    def build() -> Swarm:
+        triage = Agent(
+            "triage",
+            llm=ScriptedLLM([[LOOKUP], [TRANSFER], [APPROVE], "all done"], resume_aware=True),
+            tools=[lookup, approve],
+            checkpointer=store,
+        )
+        billing = Agent(
+            "billing",
+            llm=ScriptedLLM([[add_call], [back]], resume_aware=True),
+            tools=[add],
+            checkpointer=store,
+        )
+        return Swarm("desk", [triage, billing], entrypoint="triage", checkpointer=store)
+
+    paused = await build().arun("refund A-1", execution_id="ra3")
+    # triage -> billing -> triage: back in triage, its third answer (approve) comes next.
+    assert paused.status == "paused"
+    assert paused.pending_interrupt["agent_path"] == "swarm:desk/agent:triage/tool:approve"
+    done = await build().aresume("ra3", Resume(approved=True))
+    assert done.status == "completed" and done.output == "all done"
+    handoffs = [c.node_input for c in store.list("ra3") if c.step_type == "handoff"]
+    assert handoffs == [
+        {"from": None, "to": "triage"},
+        {"from": "triage", "to": "billing"},
+        {"from": "billing", "to": "triage"},
+    ]

@@ -89,12 +89,11 @@ def _refund_tool() -> Tool[Any, Any]:
     return Tool(_refund, name=os.environ.get("TETHER_TEST_TOOL", "refund"))
 
 
-def _llm(earlier: int = 0) -> ScriptedLLM:
-    """``earlier``: assistant messages already in the history it is handed (a swarm's)."""
+def _llm() -> ScriptedLLM:
     # The script names the tool as the first deploy did; a resumed run has that call in its
-    # history already.
+    # history already. In a swarm it counts only its own agent's messages.
     call = {"name": "refund", "arguments": {"order_id": "A-1", "amount": 900}}
-    return ScriptedLLM(["(not asked)"] * earlier + [[call], "Refund handled."], resume_aware=True)
+    return ScriptedLLM([[call], "Refund handled."], resume_aware=True)
 
 
 def desk(store: tether.Checkpointer) -> Agent:
@@ -109,7 +108,7 @@ def desk_swarm(store: tether.Checkpointer) -> Swarm:
         llm=ScriptedLLM([[handoff]], resume_aware=True),
         checkpointer=store,
     )
-    member = Agent(billing, llm=_llm(earlier=1), tools=[_refund_tool()], checkpointer=store)
+    member = Agent(billing, llm=_llm(), tools=[_refund_tool()], checkpointer=store)
     return Swarm("desk_swarm", [triage, member], entrypoint="triage", checkpointer=store)
 
 

@@ -3,6 +3,7 @@ subprocess on a free loopback port."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ from starlette.testclient import TestClient
 
 from tests.support.chains import orders_chain
 from tests.support.proc import ROOT, child_env
+from tests.support.stale_child import start_stuck
 from tether import Checkpointer
 from tether.registry import Registry
 from tether.web import create_app
@@ -38,6 +40,22 @@ def completed_run(store: Checkpointer, amount: int = 50) -> str:
     result = orders_chain(store).run({"order_id": "B-2", "amount": amount})
     assert result.status == "completed"
     return result.execution_id
+
+
+def stale_run_and_orphan_fork(
+    store: Checkpointer, db_url: str, tmp_path: Path
+) -> tuple[str, str, str]:
+    """A run whose process was SIGKILLed mid-node, and a paused fork whose parent was pruned:
+    ``(stale_eid, fork_eid, pruned_parent_eid)``."""
+    proc = start_stuck(db_url, "stuck-web", 30, tmp_path)
+    proc.kill()
+    proc.wait()
+    parent = completed_run(store)
+    validate = store.list(parent)[0].checkpoint_id
+    branch = orders_chain(store).fork(parent, validate, state_updates={"amount": 900})
+    assert branch.status == "paused"
+    assert store.prune(datetime.datetime.now(datetime.UTC)).execution_ids == [parent]
+    return "stuck-web", branch.execution_id, parent
 
 
 def csrf_of(html: str) -> str:

@@ -14,6 +14,7 @@ from tests.web.conftest import (
     csrf_of,
     login,
     paused_run,
+    stale_run_and_orphan_fork,
     start_server,
     stop_server,
 )
@@ -338,3 +339,45 @@ def test_a_corrupt_run_is_a_500_that_names_the_problem_and_other_runs_still_read
     page = client.get(f"/runs/{bad}")
     assert page.status_code == 500 and "CorruptRecordError" in page.text
     assert client.get(f"/api/runs/{good}", headers=bearer()).status_code == 200
+
+
+def test_api_and_pages_flag_a_stale_run_and_a_fork_whose_parent_was_pruned(
+    client, store, db_url, tmp_path
+):
+    stale, fork, parent = stale_run_and_orphan_fork(store, db_url, tmp_path)
+    runs = {r["execution_id"]: r for r in client.get("/api/runs", headers=bearer()).json()}
+    assert runs[stale]["status"] == "running" and runs[stale]["stale"] is True
+    assert runs[stale]["stale_reason"] == "owner_gone"
+    assert runs[fork]["parent_pruned"] is True and runs[fork]["stale"] is False
+    shown = client.get(f"/api/runs/{stale}", headers=bearer()).json()["run"]
+    assert shown["stale"] is True and shown["stale_note"].startswith("stale (its process is gone")
+
+    assert login(client).status_code == 303
+    listing = client.get("/runs").text
+    assert 'class="status status-stale"' in listing and "its process is gone" in listing
+    assert f'fork of {parent} <span class="dim">(parent pruned)</span>' in listing
+    page = client.get(f"/runs/{fork}").text
+    assert "(parent pruned)" in page and f'href="/runs/{parent}"' not in page
+    stale_page = client.get(f"/runs/{stale}").text
+    assert "status-stale" in stale_page and "stale (its process is gone" in stale_page
+
+
+def test_the_timeline_labels_rows_by_what_they_record(store):
+    from tether import Agent
+    from tether.testing import ScriptedLLM
+
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        raise RuntimeError("the order service is down")
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"order_id": "C-3"}}]])
+    agent = Agent("helper", llm=llm, tools=[lookup], checkpointer=store)
+    failed = agent.run("Where is C-3?")
+    app = create_app(store, registry=Registry(agent), token=TOKEN)
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        shown = c.get(f"/api/runs/{failed.execution_id}", headers=bearer()).json()
+        labels = [r["label"] for r in shown["checkpoints"]]
+        assert labels == ["before model call", "before tool call", "run failed"]
+        assert login(c).status_code == 303
+        page = c.get(f"/runs/{failed.execution_id}").text
+    assert "before tool call" in page and "<th>step_type</th>" not in page

@@ -13,7 +13,13 @@ import httpx
 import pytest
 
 from tests.conftest import IN_CI
-from tests.web.conftest import TOKEN, bearer, chromium_path, paused_run
+from tests.web.conftest import (
+    TOKEN,
+    bearer,
+    chromium_path,
+    paused_run,
+    stale_run_and_orphan_fork,
+)
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM_ARGS = [
@@ -121,5 +127,50 @@ def test_operator_logs_in_approves_a_paused_run_and_sees_it_complete(
             lost.goto(f"/runs/{other}")
             assert lost.url.startswith(f"{server.url}/login")
             stranger.close()
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_operator_sees_a_stale_run_and_a_fork_whose_parent_was_pruned(
+    chromium, store, db_url, server, backend, tmp_path
+):
+    from playwright.sync_api import expect, sync_playwright
+
+    stale, fork, parent = stale_run_and_orphan_fork(store, db_url, tmp_path)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(
+                base_url=server.url, viewport={"width": 1280, "height": 900}
+            )
+            page = context.new_page()
+            page.goto("/login?next=/runs")
+            page.fill("input[name=token]", TOKEN)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{server.url}/runs")
+
+            stale_row = page.locator("table.runs tr", has_text=stale)
+            expect(stale_row.locator(".status")).to_have_text("stale")
+            expect(stale_row.locator("td.note")).to_contain_text("stale (its process is gone")
+            fork_row = page.locator("table.runs tr", has_text=fork)
+            expect(fork_row.locator("td.note")).to_contain_text(f"fork of {parent} (parent pruned)")
+            expect(fork_row.locator(f"a[href='/runs/{parent}']")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "web_runs_stale.png"), full_page=True)
+
+            stale_row.locator(f"a[href='/runs/{stale}']").click()
+            page.wait_for_url(f"{server.url}/runs/{stale}")
+            expect(page.locator("h1 .status-stale")).to_have_text("stale")
+            expect(page.locator("dl.facts")).to_contain_text("nothing executes it")
+            expect(page.locator("table.timeline td.label").first).to_have_text("node completed")
+            page.screenshot(path=str(ARTIFACTS / "web_run_stale.png"), full_page=True)
+
+            page.goto(f"/runs/{fork}")
+            expect(page.locator("dl.facts")).to_contain_text(f"{parent} (parent pruned)")
+            labels = page.locator("table.timeline td.label")
+            expect(labels.first).to_have_text("branch start")
+            expect(labels.last).to_contain_text("paused for a human")
         finally:
             browser.close()

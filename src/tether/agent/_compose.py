@@ -20,7 +20,6 @@ from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
-    ChainResumeError,
     ConfigurationError,
     StoreError,
 )
@@ -33,6 +32,7 @@ from ._executor import Cursor, drive
 from ._nested import (
     ChildPaused,
     ReEntry,
+    check_in_subtree,
     check_reentry,
     fork_source,
     is_under,
@@ -272,20 +272,7 @@ async def claim_reentry(
         ConfigurationError: the runner no longer has the row's step; nothing was claimed.
     """
     eid = cp.execution_id
-    if agent_path is not None and not is_under(cp.agent_path, agent_path):
-        where = f"{cp.node_id!r} at {cp.agent_path!r}"
-        if value is not None:
-            raise AlreadyResumed(
-                f"run {eid!r} has no pending interrupt under {agent_path!r} (its latest step "
-                f"is {where})",
-                execution_id=eid,
-                node_id=cp.node_id,
-            )
-        raise ChainResumeError(
-            f"run {eid!r} continues at {where}, outside {agent_path!r}",
-            execution_id=eid,
-            node_id=cp.node_id,
-        )
+    check_in_subtree(eid, cp.node_id, cp.agent_path, value, agent_path)
     reentry = reentry_of(cp)
     if cp.status != "interrupted" and value is not None:
         raise AlreadyResumed(

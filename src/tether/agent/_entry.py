@@ -16,7 +16,7 @@ from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._executor import Cursor, drive
-from ._nested import check_reentry, fork_source, reentry_of
+from ._nested import check_in_subtree, check_reentry, fork_source, reentry_of
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -106,11 +106,17 @@ def cursor_at(
 
 
 @_lease.leased_resume
-async def resume(agent: Agent, execution_id: str, resume_value: Any) -> AgentResult:
+async def resume(
+    agent: Agent, execution_id: str, resume_value: Any, agent_path: str | None = None
+) -> AgentResult:
     value = check_resume_value(resume_value)
     store = agent.checkpointer
     run = await load_run(store, execution_id, agent.name)
     cp = await alatest_resumable(store, execution_id)
+    if cp is None:
+        check_in_subtree(execution_id, "turn:0", _agent_path(agent), value, agent_path)
+    else:
+        check_in_subtree(execution_id, cp.node_id, cp.agent_path, value, agent_path)
     if cp is None:
         if value is not None:
             raise AlreadyResumed(

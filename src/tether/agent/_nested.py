@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context import _agent_path, current_agent_path
-from ..errors import AlreadyResumed, MissingStepError
+from ..errors import AlreadyResumed, ChainResumeError, MissingStepError
 from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
 if TYPE_CHECKING:
@@ -78,6 +78,37 @@ def is_under(path: str | None, prefix: str) -> bool:
     """True when ``path`` is ``prefix`` or lies in its subtree (``prefix/...``)."""
     prefix = prefix.rstrip("/")
     return path is not None and (path == prefix or path.startswith(prefix + "/"))
+
+
+def check_in_subtree(
+    execution_id: str,
+    node_id: str,
+    path: str | None,
+    value: Resume | None,
+    agent_path: str | None,
+) -> None:
+    """Refuse a resume scoped to ``agent_path`` (every runner's ``aresume`` guard) when the
+    row it would re-enter, ``node_id`` at ``path``, lies outside that subtree.
+
+    Raises:
+        AlreadyResumed: an answer was given: no pending interrupt lies under ``agent_path``.
+        ChainResumeError: no answer was given: the run continues outside ``agent_path``.
+    """
+    if agent_path is None or is_under(path, agent_path):
+        return
+    where = f"{node_id!r} at {path!r}"
+    if value is not None:
+        raise AlreadyResumed(
+            f"run {execution_id!r} has no pending interrupt under {agent_path!r} (its latest "
+            f"step is {where})",
+            execution_id=execution_id,
+            node_id=node_id,
+        )
+    raise ChainResumeError(
+        f"run {execution_id!r} continues at {where}, outside {agent_path!r}",
+        execution_id=execution_id,
+        node_id=node_id,
+    )
 
 
 class ChildPaused(BaseException):

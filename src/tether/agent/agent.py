@@ -141,7 +141,13 @@ class Agent:
 
         return await start(self, input, execution_id)
 
-    async def aresume(self, execution_id: str, resume_value: Resume | None = None) -> AgentResult:
+    async def aresume(
+        self,
+        execution_id: str,
+        resume_value: Resume | None = None,
+        *,
+        agent_path: str | None = None,
+    ) -> AgentResult:
         """Continue a run from its latest resumable row (DESIGN section 4).
 
         A ``turn:N`` row re-asks the model with the saved history; a ``turn:N/tool:X`` row
@@ -152,21 +158,26 @@ class Agent:
         Args:
             execution_id: the run.
             resume_value: the answer for a paused run's pending interrupt.
+            agent_path: resume only if the row to re-enter lies in this ``agent_path`` subtree
+                (e.g. ``"agent:support/tool:refund"``): a guard for a caller answering one
+                tool's question, as on ``Chain``, ``Swarm`` and ``Supervisor``.
 
         Raises:
             RunNotFoundError: no such run.
             RunnerMismatchError: the run belongs to another runner.
             ChainResumeError: a paused run was resumed without an answer, or the value is not
-                a ``Resume``.
+                a ``Resume``; or ``agent_path`` was given without an answer and the run
+                continues outside it.
             AlreadyResumed: the run completed, another caller claimed the interrupt, or a
-                ``Resume`` was given where nothing is pending.
+                ``Resume`` was given where nothing is pending; or ``agent_path`` was given with
+                an answer and the pending interrupt lies outside it.
             ConfigurationError: the run is paused in a tool this agent no longer has (renamed
                 or removed); nothing was claimed and the interrupt stays pending
                 (docs/design.md, "Interrupts and the claim").
         """
         from ._entry import resume
 
-        return await resume(self, execution_id, resume_value)
+        return await resume(self, execution_id, resume_value, agent_path)
 
     async def afork(
         self,
@@ -210,9 +221,15 @@ class Agent:
         """Sync twin of :meth:`arun`."""
         return run_sync(self.arun(input, execution_id=execution_id))
 
-    def resume(self, execution_id: str, resume_value: Resume | None = None) -> AgentResult:
+    def resume(
+        self,
+        execution_id: str,
+        resume_value: Resume | None = None,
+        *,
+        agent_path: str | None = None,
+    ) -> AgentResult:
         """Sync twin of :meth:`aresume`."""
-        return run_sync(self.aresume(execution_id, resume_value))
+        return run_sync(self.aresume(execution_id, resume_value, agent_path=agent_path))
 
     def fork(
         self,

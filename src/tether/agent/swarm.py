@@ -6,7 +6,8 @@ conversation over. Rows of a run, all under one ``execution_id``:
 
 - ``handoff:N`` (``step_type="handoff"``, ``agent_path="swarm:<s>"``): before each agent takes
   over (``N = 0`` for the entrypoint), with state ``{"active": <agent>, "handoffs": N,
-  "messages": [<the shared conversation, no system prompt>], "usage": {...}}`` and
+  "messages": [<the shared conversation, no system prompt; each assistant message of an agent
+  that handed off carries its name in ``name``>], "usage": {...}}`` and
   ``node_input = {"from": <agent or None>, "to": <agent>}``;
 - the active agent's own rows under ``swarm:<s>/agent:<a>`` (and ``.../tool:<t>``), each
   carrying the frame ``{"runner": "swarm", "name": <s>, "active": <a>, "handoffs": N}`` (see
@@ -20,6 +21,7 @@ time it is active; ``max_handoffs`` bounds the handoffs of the whole run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -92,6 +94,19 @@ def _transfer_tool(target: str) -> Tool[[], EndLoop | str]:
 def _conversation(messages: Sequence[Message]) -> list[Message]:
     """The shared conversation: the history without the active agent's system prompt."""
     return list(messages[1:] if messages and messages[0].role == "system" else messages)
+
+
+def _signed(conversation: list[Message], author: str, since: int) -> list[Message]:
+    """The conversation with the assistant messages from ``since`` on that have no author
+    signed by ``author`` (``Message.name``): the agents after it, their models and a
+    resume-aware ``ScriptedLLM`` then tell who said what in the shared history."""
+    return [
+        *conversation[:since],
+        *(
+            dataclasses.replace(m, name=author) if m.role == "assistant" and m.name is None else m
+            for m in conversation[since:]
+        ),
+    ]
 
 
 class Swarm(CompositeVerbs):
@@ -237,10 +252,14 @@ class Swarm(CompositeVerbs):
                     result = await run_agent(
                         agent, store, eid, None, inner, messages=history, usage=usage
                     )
+                # A re-entered activation's start is not known here; its new messages are the
+                # unsigned ones, as every earlier activation's were signed at its handoff.
+                since = 0 if inner else len(conversation)
                 inner = None
                 if box.target is None:
                     return result
-                conversation, usage = _conversation(result.messages), result.usage
+                conversation = _signed(_conversation(result.messages), active, since)
+                usage = result.usage
                 handoffs += 1
                 await self._put_handoff(
                     store, eid, path, handoffs, active, box.target, conversation, usage

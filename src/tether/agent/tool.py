@@ -13,9 +13,11 @@
         \"\"\"
 
 The model sees ``refund.spec``: the name, the docstring's first paragraph and a JSON schema
-built from the signature with pydantic (per-argument descriptions come from the ``Args:``
-section). ``await refund.ainvoke({"order_id": "A-1042", "amount_cents": 500})`` validates the
-model's arguments against that schema before the function runs; ``refund("A-1042", 500)`` is
+built from the signature with pydantic (per-argument descriptions come from the docstring's
+Google ``Args:``, NumPy ``Parameters`` or reST ``:param:`` section, or from an ``Args:``
+written inline, as in ``"Refund an order. Args: order_id: the order. amount: in cents."``).
+``await refund.ainvoke({"order_id": "A-1042", "amount_cents": 500})`` validates the model's
+arguments against that schema before the function runs; ``refund("A-1042", 500)`` is
 still a plain call.
 """
 
@@ -27,10 +29,12 @@ import inspect
 import re
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+import docstring_parser
 import pydantic
+from docstring_parser import epydoc, google, numpydoc, rest
 
 from tether.errors import ConfigurationError, TetherError
 from tether.llm.messages import INVALID_JSON_KEY, ToolSpec
@@ -39,11 +43,27 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_ARGS_HEADERS = frozenset(
-    {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
-)
 _SECTION_RE = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
-_ARG_LINE_RE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_ARGS_WORDS = r"Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments"
+_OTHER_WORDS = r"Returns?|Yields?|Raises"
+_INLINE_ARGS_RE = re.compile(rf"(?:^|(?<=\s))(?:{_ARGS_WORDS}):\s+")
+_INLINE_SECTION_RE = re.compile(rf"(?:^|(?<=\s))(?:{_ARGS_WORDS}|{_OTHER_WORDS}):(?:\s+|$)")
+_GOOGLE = google.GoogleParser(
+    sections=[
+        *google.DEFAULT_SECTIONS,
+        *(
+            google.Section(title, "param", google.SectionType.MULTIPLE)
+            for title in ("Keyword Args", "Keyword Arguments", "Kwargs")
+        ),
+    ]
+)
+_DOC_PARSERS: tuple[Callable[[str], docstring_parser.Docstring], ...] = (
+    _GOOGLE.parse,
+    numpydoc.parse,
+    rest.parse,
+    epydoc.parse,
+)
+_ARGUMENT_KEYS = frozenset({"param", "keyword", "other_param"})
 # Schema keywords whose values are data, not schemas: titles inside them are left alone.
 _DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum"})
 
@@ -104,9 +124,9 @@ class Tool(Generic[P, R]):
                 f"tool name {self.name!r} is not accepted by model providers: use 1-64 letters, "
                 "digits, '_' or '-' (pass name=... to @tool)"
             )
-        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
-        self.description = description if description is not None else summary
         self._signature = inspect.signature(fn)
+        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "", self._signature.parameters)
+        self.description = description if description is not None else summary
         self._model = _arguments_model(fn, self.name, self._signature, arg_docs, localns)
         self.parameters = _json_schema(self._model, self.name)
 
@@ -230,55 +250,87 @@ def tool(
     return decorate
 
 
-def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into its summary and per-argument descriptions.
+def parse_docstring(doc: str, params: Collection[str] | None = None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its summary and per-argument descriptions.
+
+    Google (``Args:``), NumPy (``Parameters`` / ``----------``) and reST (``:param x:``)
+    sections are read by ``docstring_parser``; a section written inline in a paragraph, as in
+    ``"Refund an order. Args: order_id: the order. amount: in cents."``, is split at the
+    argument names.
 
     Args:
         doc: the cleaned docstring (as :func:`inspect.getdoc` returns it).
+        params: the function's parameter names. An inline section is split only at these
+            names when given (so ``"ratio: 3: 1"`` stays one description); without them, at
+            any ``word:``.
 
     Returns:
-        ``(summary, {argument: description})``: the first paragraph with its lines joined by
-        spaces, and the entries of the ``Args:`` (or ``Arguments:``/``Parameters:``) section
-        with continuation lines joined. Both are empty when absent.
+        ``(summary, {argument: description})``: the first paragraph (up to an inline section)
+        with its lines joined by spaces, and each argument's description with its lines
+        joined. Both are empty when absent.
     """
-    lines = doc.expandtabs().splitlines()
-    summary_lines: list[str] = []
-    for line in lines:
-        if not line.strip() or _SECTION_RE.match(line.strip()):
-            break
-        summary_lines.append(line.strip())
-    summary = " ".join(summary_lines)
+    summary = " ".join(_first_paragraph(doc.expandtabs()).split())
+    inline = _INLINE_SECTION_RE.search(summary)
+    if inline is not None:
+        summary = summary[: inline.start()].strip()
+    descriptions = _sectioned_arguments(doc)
+    if not descriptions:
+        descriptions = _inline_arguments(" ".join(doc.split()), params)
+    return summary, descriptions
 
-    descriptions: dict[str, list[str]] = {}
-    section_indent: int | None = None
-    entry_indent: int | None = None
-    current: str | None = None
-    for line in lines:
+
+def _first_paragraph(doc: str) -> str:
+    lines = doc.splitlines()
+    kept: list[str] = []
+    for index, line in enumerate(lines):
         stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        header = _SECTION_RE.match(stripped)
-        if section_indent is None:
-            if header and header.group(1).lower() in _ARGS_HEADERS:
-                section_indent = indent
+        underlined = index + 1 < len(lines) and set(lines[index + 1].strip()) == {"-"}
+        if not stripped or _SECTION_RE.match(stripped) or stripped.startswith(":") or underlined:
+            break
+        kept.append(stripped)
+    return " ".join(kept)
+
+
+def _sectioned_arguments(doc: str) -> dict[str, str]:
+    """The arguments of the style that finds the most (Google, NumPy, reST, Epydoc)."""
+    best: dict[str, str] = {}
+    for parse in _DOC_PARSERS:
+        try:
+            # The leading newline: the Google parser reads a first line "Args:" as a summary.
+            parsed = parse("\n" + doc)
+        except docstring_parser.ParseError:
             continue
-        if not stripped:
+        found = {
+            param.arg_name.lstrip("*"): " ".join((param.description or "").split())
+            for param in parsed.params
+            if param.args and param.args[0] in _ARGUMENT_KEYS
+        }
+        if len(found) > len(best):
+            best = found
+    return best
+
+
+def _inline_arguments(text: str, params: Collection[str] | None) -> dict[str, str]:
+    """The entries of an ``Args:`` section written inside a paragraph."""
+    header = _INLINE_ARGS_RE.search(text)
+    if header is None:
+        return {}
+    body = text[header.end() :]
+    after = _INLINE_SECTION_RE.search(body)
+    if after is not None:
+        body = body[: after.start()]
+    names = "|".join(re.escape(n) for n in params) if params is not None else r"\w+"
+    if not names:
+        return {}
+    entry = re.compile(rf"(?:^|(?<=\s))\*{{0,2}}({names})\s*(?:\([^)]*\))?\s*:(?:\s+|$)")
+    found: dict[str, str] = {}
+    matches = list(entry.finditer(body))
+    for index, match in enumerate(matches):
+        if match.group(1) in found:
             continue
-        if indent <= section_indent:
-            section_indent, entry_indent, current = (
-                (indent, None, None)
-                if header and header.group(1).lower() in _ARGS_HEADERS
-                else (None, None, None)
-            )
-            continue
-        if entry_indent is None:
-            entry_indent = indent
-        entry = _ARG_LINE_RE.match(stripped) if indent == entry_indent else None
-        if entry:
-            current = entry.group(1)
-            descriptions[current] = [entry.group(2)] if entry.group(2) else []
-        elif current is not None:
-            descriptions[current].append(stripped)
-    return summary, {arg: " ".join(parts) for arg, parts in descriptions.items()}
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(body)
+        found[match.group(1)] = body[match.end() : end].strip()
+    return found
 
 
 def _field_name(index: int) -> str:

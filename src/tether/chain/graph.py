@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UnreachableNodesError
 from ..interrupt import Resume
 from ..result import ChainResult
 from ..store.base import Checkpointer
@@ -70,6 +70,11 @@ class Chain:
     merged into the state. After each node a ``completed`` checkpoint with the new state and
     the routing decision commits in one transaction; after the last node, one ``run_end`` row.
 
+    Routing: a chain with no edges at all is a sequence and runs its nodes in the order they
+    were added. Once it has an edge, only edges route, and every node must be reachable from
+    the entry along them (whatever their conditions): ``run``, ``resume`` and ``fork`` refuse
+    a chain with a node no edge leads to, naming it (DESIGN section 3).
+
     Args:
         name: the runner's name, recorded on each run; resume and fork refuse runs of another
             name.
@@ -106,6 +111,9 @@ class Chain:
         self.edges: dict[str, list[Edge]] = {}
         self.entry: str | None = None
         self._order: dict[str, int] = {}
+        self._sequence: list[str] = []
+        self._edge_count = 0
+        self._checked_shape: tuple[int, int, str] | None = None
 
     def __repr__(self) -> str:
         return f"Chain({self.name!r}, nodes={list(self.nodes)})"
@@ -158,6 +166,7 @@ class Chain:
             raise ConfigurationError(f"node {node_id!r}: fn must be callable")
         self.nodes[node_id] = fn
         self._order[node_id] = len(self._order)
+        self._sequence.append(node_id)
         self.edges.setdefault(node_id, [])
         if entry or self.entry is None:
             self.entry = node_id
@@ -173,6 +182,9 @@ class Chain:
     ) -> Chain:
         """Route from ``source`` to ``target``; edges of a source are tried in the order added.
 
+        A chain's first edge turns off declaration-order routing: from then on only edges
+        route, and every node needs one leading to it (see :class:`Chain`).
+
         Raises:
             ConfigurationError: unknown nodes, or a ``max_iterations`` below 1.
         """
@@ -182,13 +194,68 @@ class Chain:
         if max_iterations is not None and max_iterations < 1:
             raise ConfigurationError("max_iterations must be at least 1")
         self.edges[source].append(Edge(source, target, condition, max_iterations))
+        self._edge_count += 1
         return self
 
     def node_index(self, node_id: str) -> int:
         return self._order.get(node_id, -1)
 
+    @property
+    def is_sequence(self) -> bool:
+        """True for a chain without edges: it runs its nodes in the order they were added."""
+        return self._edge_count == 0
+
+    def successors(self, node_id: str) -> list[str]:
+        """The nodes ``node_id`` may route to: its edges' targets, or for a chain without
+        edges the next node added."""
+        if self.is_sequence:
+            at = self._order[node_id]
+            return self._sequence[at + 1 : at + 2]
+        return [edge.target for edge in self.edges.get(node_id, ())]
+
+    def check_routing(self) -> None:
+        """Refuse a graph with nodes the entry can never reach.
+
+        Raises:
+            ConfigurationError: the chain has no nodes.
+            UnreachableNodesError: some nodes can never run (named in the message and in
+                ``unreachable``, in the order they were added): no edge leads to them from the
+                entry, or, in a chain without edges, they were added before the entry.
+        """
+        if self.entry is None:
+            raise ConfigurationError(f"chain {self.name!r} has no nodes")
+        shape = (len(self._sequence), self._edge_count, self.entry)
+        if shape == self._checked_shape:  # the graph only grows: same counts, same graph
+            return
+        seen = {self.entry}
+        todo = [self.entry]
+        while todo:
+            for target in self.successors(todo.pop()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        unreachable = [n for n in self.nodes if n not in seen]
+        if unreachable:
+            names = ", ".join(repr(n) for n in unreachable)
+            why = (
+                f"a chain without edges runs its nodes in the order they were added, starting "
+                f"at the entry {self.entry!r}, and {names} come before it"
+                if self.is_sequence
+                else f"no edge leads from the entry {self.entry!r} to {names}; add edges to "
+                "them (add_edge(source, target)) or remove them (only a chain without any "
+                "edge runs its nodes in the order they were added)"
+            )
+            raise UnreachableNodesError(
+                f"chain {self.name!r} has nodes that can never run: {why}",
+                unreachable=unreachable,
+            )
+        self._checked_shape = shape
+
     def route(self, node_id: str, state: dict[str, Any], counters: dict[str, int]) -> str | None:
         """The node to run after ``node_id``; counts the edge taken in ``counters``."""
+        if self.is_sequence:
+            following = self.successors(node_id)
+            return following[0] if following else None
         for edge in self.edges.get(node_id, ()):
             if edge.max_iterations is not None and counters.get(edge.counter_key, 0) >= (
                 edge.max_iterations
@@ -232,8 +299,11 @@ class Chain:
 
         Raises:
             ConfigurationError: the chain has no nodes, or the execution_id exists already.
+            UnreachableNodesError: the chain has edges and some node is reachable along none
+                (nothing written).
             SerializationError: the input holds a value JSON cannot store (nothing written).
         """
+        self.check_routing()
         from ._executor import start
 
         return await start(self, input, execution_id)
@@ -268,7 +338,9 @@ class Chain:
             ConfigurationError: the run continues at a node, or inside an agent, tool, swarm
                 agent or supervisor worker, that this code no longer has; nothing was claimed
                 (docs/design.md, "Interrupts and the claim").
+            UnreachableNodesError: as for :meth:`arun` (nothing claimed or written).
         """
+        self.check_routing()
         from ._executor import resume
 
         return await resume(self, execution_id, resume_value, agent_path)
@@ -296,7 +368,9 @@ class Chain:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
             ConfigurationError: the checkpoint lies at a step this code no longer has (as for
                 :meth:`aresume`); no branch is created.
+            UnreachableNodesError: as for :meth:`arun` (nothing written).
         """
+        self.check_routing()
         from ._executor import fork
 
         return await fork(

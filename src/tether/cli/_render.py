@@ -123,3 +123,12 @@ def styled_status(status: str) -> str:
     """A status word coloured by meaning."""
     style = STATUS_STYLE.get(status)
     return f"[{style}]{status}[/]" if style else status
+
+
+def styled_label(label: str, step_type: str, status: str) -> str:
+    """A timeline row's label (:attr:`Checkpoint.label`), coloured only where the row records
+    an outcome: a pre-call row (``before tool call``) is plain, since nothing had happened
+    yet when it was written."""
+    outcome = status != "completed" or step_type in ("node", "run_end")
+    style = STATUS_STYLE.get(status) if outcome else None
+    return f"[{style}]{escape(label)}[/]" if style else escape(label)

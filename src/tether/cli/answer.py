@@ -21,6 +21,7 @@ import click
 from rich.markup import escape
 
 from .._runner import question_changed
+from ..checkpoint import Checkpoint, latest_forkable
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
@@ -104,17 +105,27 @@ def outcome_json(action: str, result: RunOutcome, **extra: Any) -> dict[str, Any
     }
 
 
-def report(action: str, result: RunOutcome, as_json: bool, **extra: Any) -> int:
-    """Print a runner's result; exit code 1 when the run failed, else 0."""
+def report(
+    action: str, result: RunOutcome, as_json: bool, *, lines: tuple[str, ...] = (), **extra: Any
+) -> int:
+    """Print a runner's result; exit code 1 when the run failed, else 0.
+
+    Args:
+        lines: extra lines (rich markup) printed under the first one in human mode.
+        extra: extra keys of the JSON output.
+    """
     data = outcome_json(action, result, **extra)
     if as_json:
         emit_json(data)
     else:
         out.print(f"{action} run {result.execution_id}: {styled_status(result.status)}")
+        for line in lines:
+            out.print(f"  {line}")
         if result.pending_interrupt:
             p = result.pending_interrupt
+            # Whether it paused here before is not known from the result: say where, not "again".
             out.print(
-                f"  paused again at {escape(str(p.get('node_id')))} "
+                f"  paused at {escape(str(p.get('node_id')))} "
                 f"({escape(str(p.get('reason')))}): {escape(compact(p.get('context'), 120))}"
             )
         elif result.status == "completed":
@@ -287,7 +298,12 @@ def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
     help="Branch from this checkpoint (default: the run's newest non-tombstone row).",
 )
 @click.option(
-    "--state", "state_json", metavar="JSON", help="JSON object merged into the branched state."
+    "--state",
+    "state_json",
+    metavar="JSON",
+    help="JSON object merged into the state at the checkpoint branched from (chains only). "
+    "Needs --checkpoint when the run completed: its newest checkpoint has no step after it, "
+    "so a branch from there re-runs nothing.",
 )
 @app_option(required=True)
 @store_options
@@ -299,23 +315,67 @@ def fork(
     db_url: str,
     as_json: bool,
 ) -> int:
-    """Branch a new run from a checkpoint of a run and run it; the original is untouched."""
+    """Branch a new run from a checkpoint of a run and run it; the original is untouched.
+
+    The branch starts at --checkpoint, or at the run's newest checkpoint: for a paused run
+    the paused step asks again, for a failed or crashed run the step after the last commit
+    runs, and for a completed run nothing is left to run. The output names the checkpoint
+    branched from and the steps the branch ran.
+    """
     updates = _parse_json(state_json, "--state")
     if updates is not None and not isinstance(updates, dict):
         raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
     store = open_store(db_url)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
-        if checkpoint_id is not None and store.get_checkpoint(execution_id, checkpoint_id) is None:
-            raise CheckpointNotFoundError(
-                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}; "
-                f"`tether runs show {execution_id}` lists them",
-                execution_id=execution_id,
-            )
+        if checkpoint_id is None:
+            source = latest_forkable(store, execution_id)
+            if updates is not None and source is not None and _nothing_after(source):
+                raise _errors.CommandError(
+                    f"run {execution_id!r} ended after {source.node_id!r}: a branch from its "
+                    "newest checkpoint re-runs nothing, so --state would change no step. Pass "
+                    f"--checkpoint CID of an earlier step (`tether runs show {execution_id}` "
+                    "lists them).",
+                    _errors.BAD_INPUT,
+                )
+        else:
+            source = store.get_checkpoint(execution_id, checkpoint_id)
+            if source is None:
+                raise CheckpointNotFoundError(
+                    f"run {execution_id!r} has no checkpoint {checkpoint_id!r}; "
+                    f"`tether runs show {execution_id}` lists them",
+                    execution_id=execution_id,
+                )
         result = runner.fork(execution_id, checkpoint_id, state_updates=updates)
+        steps = [
+            cp.node_id
+            for cp in store.list(result.execution_id)
+            if cp.step_type not in ("fork_origin", "run_end")
+        ]
     finally:
         store.close()
-    return report("forked", result, as_json, parent_execution_id=execution_id)
+    at = "(none)" if source is None else f"{source.checkpoint_id} ({source.node_id})"
+    ran = " > ".join(escape(n) for n in steps) if steps else "no step (nothing was left to run)"
+    return report(
+        "forked",
+        result,
+        as_json,
+        lines=(f"branched from {execution_id} at checkpoint {escape(at)}", f"ran: {ran}"),
+        parent_execution_id=execution_id,
+        parent_checkpoint_id=None if source is None else source.checkpoint_id,
+        steps=steps,
+    )
+
+
+def _nothing_after(source: Checkpoint) -> bool:
+    """True for a chain row whose recorded routing chose no next step: a branch from it
+    re-runs nothing (agent rows always re-enter a model or tool call)."""
+    return (
+        source.agent_path is None
+        and source.status == "completed"
+        and source.step_type in ("node", "fork_origin")
+        and source.next_node_id is None
+    )
 
 
 COMMANDS = (approve, reject, resume, fork)

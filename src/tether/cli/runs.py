@@ -2,26 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
+from .._stale import lease_lapses_at, staleness
 from .._trace import trace_id_of
 from ..checkpoint import Checkpoint
 from ..errors import RunNotFoundError
-from ..store.base import PendingInterrupt, RunRecord
+from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
-from ._render import compact, diff_markup, emit_json, out, state_diff, styled_status, when
+from ._render import (
+    compact,
+    diff_markup,
+    emit_json,
+    out,
+    state_diff,
+    styled_label,
+    styled_status,
+    when,
+)
 
 RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 
 
-def run_json(run: RunRecord) -> dict[str, Any]:
-    """A run as the JSON object ``runs list`` and ``runs show`` print."""
+def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
+    """A run as the JSON object ``runs list`` and ``runs show`` print.
+
+    Besides the run row's fields: ``lease_lapses_at`` (for a ``running`` run, when its lease
+    lapses or lapsed, :func:`tether._stale.lease_lapses_at`), ``stale`` (a ``running`` run
+    nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
+    ``"owner_gone"``, ``"unowned"`` or ``None``),
+    ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
+    ``parent_pruned`` (a fork whose parent run is no longer in the store).
+
+    Args:
+        run: the run.
+        parent_pruned: whether ``run``'s parent was looked up and not found
+            (:func:`missing_parents`).
+    """
+    stale = staleness(run)
     return {
         "execution_id": run.execution_id,
         "runner_name": run.runner_name,
@@ -36,7 +61,37 @@ def run_json(run: RunRecord) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "finished_at": run.finished_at,
+        "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
+        "stale": stale is not None,
+        "stale_reason": None if stale is None else stale.reason,
+        "stale_note": None if stale is None else stale.describe(),
+        "parent_pruned": parent_pruned,
     }
+
+
+def missing_parents(store: Checkpointer, runs: Iterable[RunRecord]) -> set[str]:
+    """The parents of forks among ``runs`` that the store no longer holds (pruned)."""
+    parents = {r.parent_execution_id for r in runs if r.parent_execution_id}
+    return {p for p in parents if store.get_run(p) is None}
+
+
+def run_note(run: RunRecord, parent_pruned: bool) -> str:
+    """The "note" a runs table shows: staleness, error, lineage."""
+    notes = []
+    stale = staleness(run)
+    if stale is not None:
+        notes.append(stale.describe())
+    if run.error:
+        notes.append(run.error)
+    if run.parent_execution_id:
+        pruned = " (parent pruned)" if parent_pruned else ""
+        notes.append(f"fork of {run.parent_execution_id}{pruned}")
+    return "; ".join(notes)
+
+
+def run_status_markup(run: RunRecord) -> str:
+    """A run's status for a table cell: ``stale`` for a ``running`` run nothing executes."""
+    return "[bold red]stale[/]" if staleness(run) is not None else styled_status(run.status)
 
 
 def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
@@ -80,10 +135,11 @@ def runs_list(
     store = open_store(db_url)
     try:
         found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        pruned = missing_parents(store, found)
     finally:
         store.close()
     if as_json:
-        emit_json([run_json(r) for r in found])
+        emit_json([run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found])
         return 0
     if not found:
         out.print("[dim]no runs[/]")
@@ -96,24 +152,23 @@ def runs_list(
     table.add_column("updated (UTC)", no_wrap=True)
     table.add_column("note", overflow="fold")
     for run in found:
-        note = run.error or (
-            f"fork of {run.parent_execution_id}" if run.parent_execution_id else ""
-        )
+        note = run_note(run, run.parent_execution_id in pruned)
         table.add_row(
             run.execution_id,
             escape(f"{run.runner_kind}:{run.runner_name}"),
-            styled_status(run.status),
+            run_status_markup(run),
             when(run.created_at),
             when(run.updated_at),
-            escape(note[:80]),
+            escape(note if len(note) <= 120 else note[:119] + "…"),
         )
     out.print(table)
     return 0
 
 
 def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
-    """Each checkpoint with the key-level diff of its state against the previous row's, and
-    its ``node_input``/``node_output`` (a tool call's arguments, a run's output or error).
+    """Each checkpoint with the key-level diff of its state against the previous row's, its
+    ``node_input``/``node_output`` (a tool call's arguments, a run's output or error), and its
+    ``label``: what the row records (``"before tool call"``, see :attr:`Checkpoint.label`).
 
     The first row is compared with the run's input, so it shows what the first step added.
     """
@@ -127,6 +182,7 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
                 "node_id": cp.node_id,
                 "step_type": cp.step_type,
                 "status": cp.status,
+                "label": cp.label,
                 "created_at": cp.created_at,
                 "agent_path": cp.agent_path,
                 "next_node_id": cp.next_node_id,
@@ -158,32 +214,44 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         rows = timeline(run, store.list(execution_id))
         pending = store.get_pending_interrupt(execution_id)
         cache = store.list_idempotent(execution_id)
+        parent_pruned = bool(missing_parents(store, [run]))
     finally:
         store.close()
     if as_json:
         emit_json(
             {
-                "run": run_json(run),
+                "run": run_json(run, parent_pruned=parent_pruned),
                 "checkpoints": rows,
                 "pending_interrupt": None if pending is None else pending_json(pending),
                 "idempotency": cache,
             }
         )
         return 0
+    stale = staleness(run)
     out.print(
         f"[bold]{run.execution_id}[/]  {escape(run.runner_kind)}:{escape(run.runner_name)}  "
         f"{styled_status(run.status)}"
+        + (f"  [bold red]{escape(stale.describe())}[/]" if stale is not None else "")
     )
     out.print(f"created {when(run.created_at)}  updated {when(run.updated_at)}", style="dim")
     if run.parent_execution_id:
-        out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}")
+        pruned = " (parent pruned)" if parent_pruned else ""
+        out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}{pruned}")
+    if stale is not None:
+        out.print(
+            f"  nothing executes it: `tether resume {run.execution_id} --app ...` continues "
+            "it, or a worker takes it over once its lease lapsed",
+            markup=False,
+        )
     if run.owner:
-        out.print(f"owner {escape(run.owner)} (lease until {when(run.lease_expires_at)})")
+        lease = "lapsed at" if stale is not None and stale.reason == "lease_lapsed" else "until"
+        out.print(f"owner {escape(run.owner)} (lease {lease} {when(lease_lapses_at(run))})")
     if run.error:
         out.print(f"[red]error[/] {escape(run.error)}")
     table = Table(title="checkpoints", show_edge=False, header_style="bold", title_justify="left")
-    for column in ("seq", "node_id", "step_type", "status"):
-        table.add_column(column, no_wrap=column != "node_id")
+    table.add_column("seq", no_wrap=True)
+    table.add_column("node_id")
+    table.add_column("row", no_wrap=True)
     table.add_column("created (UTC)", no_wrap=True)
     table.add_column("agent_path")
     table.add_column("state diff", overflow="fold")
@@ -194,8 +262,7 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         cells = [
             str(row["seq"]),
             escape(row["node_id"]),
-            row["step_type"],
-            styled_status(row["status"]),
+            styled_label(row["label"], row["step_type"], row["status"]),
             when(row["created_at"]),
             escape(row["agent_path"] or "-"),
             diff_markup(row["diff"]),

@@ -21,7 +21,7 @@ from .._runner import question_changed
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli.runs import pending_json, run_json, timeline
+from ..cli.runs import missing_parents, pending_json, run_json, timeline
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,
@@ -107,10 +107,13 @@ class Service:
         """
         if status is not None and status not in RUN_STATUSES:
             raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
-        found = await self._off_loop(
-            lambda: self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
-        )
-        return [run_json(r) for r in found]
+
+        def read() -> list[dict[str, Any]]:
+            found = self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
+            pruned = missing_parents(self.store, found)
+            return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
+
+        return await self._off_loop(read)
 
     async def run(self, execution_id: str) -> dict[str, Any]:
         """A run with its timeline, pending interrupt and idempotency cache (the shape of
@@ -125,8 +128,9 @@ class Service:
             if run is None:
                 raise ActionError(404, f"no run with execution_id {execution_id!r}")
             pending = self.store.get_pending_interrupt(execution_id)
+            pruned = bool(missing_parents(self.store, [run]))
             return {
-                "run": run_json(run),
+                "run": run_json(run, parent_pruned=pruned),
                 "checkpoints": timeline(run, self.store.list(execution_id)),
                 "pending_interrupt": None if pending is None else pending_json(pending),
                 "idempotency": self.store.list_idempotent(execution_id),

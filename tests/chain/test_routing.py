@@ -1,0 +1,120 @@
+"""Which nodes a chain runs when it has no edges, and the refusal of nodes no edge reaches, on
+every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tether import Chain, Resume, interrupt
+from tether.errors import UnreachableNodesError
+
+
+def _set(key: str, value: int) -> Any:
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        return {key: value, "log": [*state.get("log", []), key]}
+
+    return node
+
+
+def _nodes(store: Any, eid: str) -> list[str]:
+    return [c.node_id for c in store.list(eid)]
+
+
+def test_a_chain_without_edges_runs_every_node_in_the_order_added(store: Any) -> None:
+    chain = Chain("seq", store)
+    for key, value in (("a", 1), ("b", 2), ("c", 3)):
+        chain.add_node(key, _set(key, value))
+    result = chain.run({}, execution_id="s1")
+    assert result.status == "completed"
+    assert result.output == {"a": 1, "b": 2, "c": 3, "log": ["a", "b", "c"]}
+    assert _nodes(store, "s1") == ["a", "b", "c", "run_end"]
+    assert [c.next_node_id for c in store.list("s1")] == ["b", "c", None, None]
+
+
+def test_a_paused_sequence_resumes_at_the_paused_node_and_runs_the_rest(store: Any) -> None:
+    def review(state: dict[str, Any]) -> dict[str, Any]:
+        return {"approved": interrupt("approve", {"a": state["a"]}).approved}
+
+    def build() -> Chain:
+        chain = Chain("seq", store)
+        chain.add_node("a", _set("a", 1)).add_node("review", review).add_node("c", _set("c", 3))
+        return chain
+
+    paused = build().run({}, execution_id="s2")
+    assert paused.status == "paused" and paused.pending_interrupt["node_id"] == "review"
+    done = build().resume("s2", Resume(approved=True))  # a fresh chain object, as a new process
+    assert done.status == "completed"
+    assert done.output["approved"] is True and done.output["log"] == ["a", "c"]
+    assert _nodes(store, "s2") == ["a", "review", "review", "c", "run_end"]
+
+
+def test_a_sequence_whose_entry_is_not_first_names_the_nodes_before_it(store: Any) -> None:
+    chain = Chain("seq", store)
+    chain.add_node("a", _set("a", 1)).add_node("b", _set("b", 2), entry=True)
+    with pytest.raises(UnreachableNodesError, match="'a'") as info:
+        chain.run({})
+    assert info.value.unreachable == ["a"]
+    assert store.list_runs() == []
+
+
+def test_nodes_no_edge_reaches_are_refused_by_name_before_anything_is_written(
+    store: Any,
+) -> None:
+    chain = Chain("partial", store)
+    for key in ("a", "b", "c", "d"):
+        chain.add_node(key, _set(key, 1))
+    chain.add_edge("a", "b")
+    chain.add_edge("c", "d")  # c and d reach each other, but nothing reaches c
+    with pytest.raises(UnreachableNodesError) as info:
+        chain.run({}, execution_id="p1")
+    assert info.value.unreachable == ["c", "d"]
+    assert "'c', 'd'" in str(info.value) and "'a'" in str(info.value)
+    assert store.get_run("p1") is None
+
+
+def test_nodes_behind_conditional_edges_count_as_reachable_whatever_the_condition(
+    store: Any,
+) -> None:
+    chain = Chain("branches", store)
+    for key in ("a", "big", "small", "done"):
+        chain.add_node(key, _set(key, 1))
+    chain.add_edge("a", "big", condition=lambda s: s.get("amount", 0) > 100)
+    chain.add_edge("a", "small", condition=lambda s: s.get("amount", 0) <= 100)
+    chain.add_edge("big", "done", condition=lambda s: False)
+    chain.add_edge("small", "a", max_iterations=1)
+    result = chain.run({"amount": 5}, execution_id="c1")
+    assert result.status == "completed"
+    assert _nodes(store, "c1") == ["a", "small", "a", "small", "run_end"]
+
+
+def test_a_node_reached_only_through_an_unreachable_node_is_named_too(store: Any) -> None:
+    chain = Chain("branches", store)
+    for key in ("a", "b", "orphan", "after_orphan"):
+        chain.add_node(key, _set(key, 1))
+    chain.add_edge("a", "b", condition=lambda s: True)
+    chain.add_edge("orphan", "after_orphan", condition=lambda s: True)
+    with pytest.raises(UnreachableNodesError) as info:
+        chain.run({})
+    assert info.value.unreachable == ["orphan", "after_orphan"]
+
+
+def test_resume_and_fork_refuse_a_graph_that_gained_an_unreachable_node(store: Any) -> None:
+    def review(state: dict[str, Any]) -> dict[str, Any]:
+        return {"approved": interrupt("approve").approved}
+
+    chain = Chain("grown", store)
+    chain.add_node("review", review).add_node("pay", _set("pay", 1))
+    chain.add_edge("review", "pay")
+    paused = chain.run({}, execution_id="g1")
+    assert paused.status == "paused"
+    chain.add_node("audit", _set("audit", 1))  # forgot its edge
+    with pytest.raises(UnreachableNodesError, match="'audit'"):
+        chain.resume("g1", Resume(approved=True))
+    with pytest.raises(UnreachableNodesError, match="'audit'"):
+        chain.fork("g1", resume_value=Resume(approved=True))
+    # Nothing was claimed: the run still waits for its answer.
+    pending = store.get_pending_interrupt("g1")
+    assert pending is not None and pending.resume_value is None and not pending.claimed_by
+    assert [r.execution_id for r in store.list_runs()] == ["g1"]
