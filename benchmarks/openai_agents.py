@@ -71,7 +71,7 @@ def openai_agents(backend: Backend) -> Section:
         from agents.models.openai_provider import OpenAIProvider
         from openai import AsyncOpenAI
 
-        from tether._runner import run_sync
+        from tether.engine.sync import run_sync
         from tether.integrations.openai_agents import TetherAgent
     except ImportError as exc:
         section.skipped = f"the openai-agents extra is not installed ({exc})"

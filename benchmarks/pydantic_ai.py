@@ -35,7 +35,7 @@ def pydantic_ai(backend: Backend) -> Section:
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        from tether._runner import run_sync
+        from tether.engine.sync import run_sync
         from tether.integrations.pydantic_ai import TetherAgent
     except ImportError as exc:
         section.skipped = f"the pydantic-ai extra is not installed ({exc})"

@@ -1,5 +1,5 @@
 """The sync verbs (``run``/``resume``/``fork``) run on one event loop per thread, kept between
-calls (``tether._runner.run_sync``)."""
+calls (``tether.engine.sync.run_sync``)."""
 
 from __future__ import annotations
 

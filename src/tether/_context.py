@@ -71,4 +71,4 @@ sync_drive: ContextVar[bool] = ContextVar("tether_sync_drive", default=False)
 """True inside a sync verb (``run``/``resume``/``fork``): the event loop under it exists for
 that one call, so a store may serve its async methods with blocking calls on a pool shared
 across threads and calls instead of opening connections for that loop
-(:func:`tether._runner.run_sync`)."""
+(:func:`tether.engine.sync.run_sync`)."""

@@ -15,7 +15,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Literal
 
-from ._lease import owner_is_dead
+from .engine.owners import owner_is_dead
 from .store._leases import UNRECORDED_LEASE_SECONDS
 from .store.base import RunRecord
 

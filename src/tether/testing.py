@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeAlias
 
 from tether import serde
 from tether._context import current_agent_path
-from tether._runner import run_sync
+from tether.engine.sync import run_sync
 from tether.errors import ConfigurationError, InterruptSignal, TetherError
 from tether.interrupt import (
     Answer,

@@ -40,9 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import _lease
-from ._runner import new_owner, run_sync
 from .checkpoint import new_id
+from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
+from .engine.owners import activate, deactivate, new_owner
+from .engine.sync import run_sync
 from .errors import (
     ConfigurationError,
     LeaseLost,
@@ -202,8 +203,8 @@ class _Worker:
     async def run_one(self, run: ClaimedRun) -> None:
         eid = run.execution_id
         # Renewed while this drive runs, and no longer once it is over, whatever became of it.
-        _lease.heartbeats.add(self.store, self.owner, self.lease_seconds, eid)
-        lease = _lease.Lease(
+        heartbeats.add(self.store, self.owner, self.lease_seconds, eid)
+        lease = Lease(
             eid,
             self.owner,
             self.lease_seconds,
@@ -223,7 +224,7 @@ class _Worker:
             runner_store = runner.checkpointer
             if runner_store is not self.store and isinstance(runner_store, LeaseStore):
                 runner_store.fence(eid, self.owner)
-            with _lease.adopted(lease):
+            with adopted(lease):
                 if lease.queued:
                     result = await runner.arun(run.input, execution_id=eid)
                 else:
@@ -245,7 +246,7 @@ class _Worker:
             raised = exc
             log.exception("run %s: drive raised %s", eid, exc)
         finally:
-            _lease.heartbeats.remove(self.owner, eid)
+            heartbeats.remove(self.owner, eid)
             # The drive's last commit gave the lease back (and unfenced its store) if it ended.
             given_back = isinstance(runner_store, LeaseStore) and (
                 runner_store.fenced_by(eid) != self.owner
@@ -256,7 +257,7 @@ class _Worker:
                 with contextlib.suppress(StoreError):
                     await self.store.arelease_run_lease(eid, owner=self.owner)
             elif raised is not None:
-                await _lease.give_back_after_raise(
+                await give_back_after_raise(
                     self.store,
                     eid,
                     self.owner,
@@ -317,7 +318,7 @@ async def arun_worker(
         max_attempts=max_attempts,
         per_runner_limit=dict(per_runner_limit or {}),
     )
-    _lease._ACTIVE.add(worker.owner)
+    activate(worker.owner)
     log.info("worker %s started (concurrency %d)", worker.owner, concurrency)
     try:
         while not _stopped(stop):
@@ -345,8 +346,8 @@ async def arun_worker(
             task.cancel()
         if worker.active:
             await asyncio.wait(list(worker.active.values()))
-        _lease.heartbeats.remove(worker.owner)
-        _lease._ACTIVE.discard(worker.owner)
+        heartbeats.remove(worker.owner)
+        deactivate(worker.owner)
     return worker.stats
 
 

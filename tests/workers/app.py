@@ -16,7 +16,8 @@ import signal
 import time
 from typing import Any
 
-from tether import Chain, Registry, _lease, current_idempotency_key, idempotent, interrupt
+from tether import Chain, Registry, current_idempotency_key, idempotent, interrupt
+from tether.engine import lease as _lease
 from tether.errors import StoreUnavailableError
 
 NODES = ("n1", "n2", "n3", "n4", "n5")

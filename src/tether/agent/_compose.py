@@ -2,7 +2,7 @@
 
 A composite runner implements :class:`Composite`: ``nested(store, eid, input, reentry)`` runs it
 inside whatever run the caller is in (no run row, no ``run_end``; a pause travels up as
-:class:`~tether.agent._nested.ChildPaused`). The functions here wrap that in the outermost
+:class:`~tether.engine.nesting.ChildPaused`). The functions here wrap that in the outermost
 verbs: :func:`start` creates the run row, :func:`resume` re-enters the newest row through the
 frames it carries, :func:`fork` copies a row into a new run; all three write the one ``run_end``
 row through :func:`drive_outermost`.
@@ -13,39 +13,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import _lease, _trace
+from .. import _trace
 from .._context import RunContext, current_agent_path, run_scope
-from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
-from ..checkpoint import Checkpoint, new_id
-from ..errors import (
-    AlreadyResumed,
-    ConfigurationError,
-    StoreError,
+from ..checkpoint import new_id
+from ..engine import lease, rows
+from ..engine.nesting import (
+    ChildPaused,
+    Reenterable,
+    ReEntry,
+    check_reentry,
+    claim_reentry,
+    fork_source,
+    is_under,
+    join_path,
 )
-from ..interrupt import Resume, check_resume_value, stored_answers
+from ..errors import ConfigurationError, StoreError
+from ..interrupt import check_resume_value
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._entry import cursor_at, initial_messages
 from ._executor import Cursor, drive
-from ._nested import (
-    ChildPaused,
-    ReEntry,
-    check_in_subtree,
-    check_reentry,
-    fork_source,
-    is_under,
-    join_path,
-    reentry_of,
-)
 
 if TYPE_CHECKING:
     from ..store.base import Checkpointer
     from .agent import Agent
 
 
-class Composite(Protocol):
+class Composite(Reenterable, Protocol):
     """A runner made of agents (``Swarm``, ``Supervisor``)."""
 
     name: str
@@ -130,31 +125,19 @@ async def run_agent(
     return result
 
 
-async def run_child(
-    runner: Any, store: Checkpointer, eid: str, input: Any, reentry: ReEntry | None
-) -> AgentResult:
-    """Run an ``Agent``, ``Swarm`` or ``Supervisor`` inside the caller's run."""
-    from .agent import Agent
-
-    if isinstance(runner, Agent):
-        return await run_agent(runner, store, eid, input, reentry)
-    result: AgentResult = await runner.nested(store, eid, input, reentry)
-    return result
-
-
 def _jsonable_input(input: Any) -> Any:
     value = as_input(input)
     return value if isinstance(value, str) else [m.to_dict() for m in value]
 
 
-@_lease.leased_start
+@lease.leased_start
 async def start(runner: Composite, input: Any, execution_id: str | None) -> AgentResult:
     """Create the run (named and kinded after ``runner``; inner agents never touch it) and
     drive it."""
     stored = _jsonable_input(input)
     store = runner.checkpointer
     eid = execution_id or new_id()
-    await _lease.acreate_run(store, RunRecord(eid, runner.name, runner.kind, "running", stored))
+    await lease.acreate_run(store, RunRecord(eid, runner.name, runner.kind, "running", stored))
     return await drive_outermost(runner, store, eid, stored, None)
 
 
@@ -172,40 +155,19 @@ async def drive_outermost(
         except StoreError:
             raise
         except Exception as exc:
-            if reentry is not None and reentry.claim_owner is not None:
-                # Failed before the re-entered step committed: the answer stays for a retry.
-                await store.arelease_claim(eid, owner=reentry.claim_owner)
-            error = f"{type(exc).__name__}: {exc}"
-            await store.aput(
-                Checkpoint(
-                    execution_id=eid,
-                    node_id="run_end",
-                    step_type="run_end",
-                    status="failed",
-                    node_output={"error": error},
-                    agent_path=path,
-                ),
-                run_status="failed",
-                error=error,
-                **_lease.ending(eid),
-            )
+            # Failed before the re-entered step committed: the answer stays for a retry.
+            owner = reentry.claim_owner if reentry is not None else None
+            end = rows.run_end(eid, "failed", node_output=rows.failure(exc), agent_path=path)
+            await rows.fail_run(store, end, claim_owner=owner)
             return AgentResult("failed", eid, error=exc)
-        await store.aput(
-            Checkpoint(
-                execution_id=eid,
-                node_id="run_end",
-                step_type="run_end",
-                status="completed",
-                state_snapshot={
-                    "messages": [m.to_dict() for m in result.messages],
-                    "usage": result.usage.to_dict(),
-                },
-                node_output={"output": result.output},
-                agent_path=path,
-            ),
-            run_status="completed",
-            **_lease.ending(eid),
+        state = {
+            "messages": [m.to_dict() for m in result.messages],
+            "usage": result.usage.to_dict(),
+        }
+        end = rows.run_end(
+            eid, "completed", state=state, node_output={"output": result.output}, agent_path=path
         )
+        await store.aput(end, **rows.ends(end))
     return AgentResult(
         "completed",
         eid,
@@ -216,7 +178,7 @@ async def drive_outermost(
     )
 
 
-@_lease.leased_resume
+@lease.leased_resume
 async def resume(
     runner: Composite, execution_id: str, resume_value: Any, agent_path: str | None
 ) -> AgentResult:
@@ -232,15 +194,12 @@ async def resume(
     """
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
-    cp = await alatest_resumable(store, execution_id)
+    run = await lease.load_run(store, execution_id, runner.name)
+    cp = await rows.latest_resumable(store, execution_id)
     if cp is None:
         if value is not None:
-            raise AlreadyResumed(
-                f"run {execution_id!r} has no pending interrupt to answer",
-                execution_id=execution_id,
-            )
-        await _lease.mark_running(store, execution_id, run.status)
+            raise rows.no_pending_interrupt(execution_id)
+        await lease.mark_running(store, execution_id, run.status)
         return await drive_outermost(runner, store, execution_id, run.input, None)
     reentry = await claim_reentry(
         store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds, runner=runner
@@ -248,58 +207,14 @@ async def resume(
     return await drive_outermost(runner, store, execution_id, run.input, reentry)
 
 
-async def claim_reentry(
-    store: Checkpointer,
-    cp: Checkpoint,
-    value: Resume | None,
-    agent_path: str | None,
-    *,
-    lease_seconds: float,
-    runner: Any,
-) -> ReEntry:
-    """The re-entry for the newest row of a run, claiming its interrupt if it is one.
-
-    Args:
-        cp: the newest resumable row (from ``alatest_resumable``).
-        value: the caller's answer.
-        agent_path: resume only if ``cp`` lies in this subtree.
-        lease_seconds: the claim's lease.
-        runner: the outermost runner (a ``Chain``, ``Swarm`` or ``Supervisor``), checked to
-            still have the row's step before anything is claimed (:func:`check_reentry`).
-
-    Raises:
-        ChainResumeError, AlreadyResumed: as for :func:`resume`.
-        ConfigurationError: the runner no longer has the row's step; nothing was claimed.
-    """
-    eid = cp.execution_id
-    check_in_subtree(eid, cp.node_id, cp.agent_path, value, agent_path)
-    reentry = reentry_of(cp)
-    if cp.status != "interrupted" and value is not None:
-        raise AlreadyResumed(
-            f"run {eid!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
-            "there is no interrupt to answer",
-            execution_id=eid,
-            node_id=cp.node_id,
-        )
-    check_reentry(runner, reentry, eid)
-    if cp.status == "interrupted":
-        answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
-        fault("agent.after_claim")
-        reentry.answers, reentry.claim_owner = answers, owner
-    else:
-        if reentry.status == "interrupted":  # a fork's first row, standing for an interrupt
-            reentry.answers = stored_answers(reentry.node_input)
-        await _lease.mark_running(store, eid, None)
-    return reentry
-
-
-@_lease.leased_fork
+@lease.leased_fork
 async def fork(
     runner: Composite,
     execution_id: str,
     checkpoint_id: str | None,
     resume_value: Any,
-    new_execution_id: str | None,
+    *,
+    new_execution_id: str,
 ) -> AgentResult:
     """Copy a row (its frames included) into a new run linked by ``parent_checkpoint_id``, and
     drive the branch from it.
@@ -310,22 +225,13 @@ async def fork(
     """
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
+    run = await lease.load_run(store, execution_id, runner.name)
+    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
     reentry, source = fork_source(src, value)
     check_reentry(runner, reentry, execution_id)
-    eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
+    eid = await lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
+    origin_input = {"forked_from": execution_id, "source": source}
     await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=src.state_snapshot,
-            node_index=src.node_index,
-            node_input={"forked_from": execution_id, "source": source},
-            agent_path=src.agent_path,
-            parent_checkpoint_id=src.checkpoint_id,
-        )
+        rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=src.agent_path)
     )
     return await drive_outermost(runner, store, eid, run.input, reentry)

@@ -5,27 +5,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
-from ..checkpoint import Checkpoint, new_id
-from ..errors import AlreadyResumed, ConfigurationError
-from ..interrupt import Answer, check_resume_value, stored_answers
+from ..checkpoint import new_id
+from ..engine import lease, rows
+from ..engine.claim import claim
+from ..engine.nesting import check_in_subtree, check_reentry, fork_source, join_path, reentry_of
+from ..errors import ConfigurationError
+from ..interrupt import Answer, check_resume_value
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
 from ._executor import Cursor, drive
-from ._nested import check_in_subtree, check_reentry, fork_source, reentry_of
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 
 def _agent_path(agent: Agent) -> str:
-    parent = current_agent_path()
-    segment = f"agent:{agent.name}"
-    return segment if not parent else f"{parent}/{segment}"
+    return join_path(current_agent_path(), f"agent:{agent.name}")
 
 
 def initial_messages(agent: Agent, input: Any) -> list[Message]:
@@ -49,12 +47,12 @@ def initial_messages(agent: Agent, input: Any) -> list[Message]:
     return messages
 
 
-@_lease.leased_start
+@lease.leased_start
 async def start(agent: Agent, input: Any, execution_id: str | None) -> AgentResult:
     messages = initial_messages(agent, input)
     store = agent.checkpointer
     eid = execution_id or new_id()
-    await _lease.acreate_run(
+    await lease.acreate_run(
         store,
         RunRecord(
             eid, agent.name, agent.kind, status="running", input=[m.to_dict() for m in messages]
@@ -105,37 +103,29 @@ def cursor_at(
     raise ConfigurationError(f"cannot re-enter an agent at row {node_id!r} ({node_input!r})")
 
 
-@_lease.leased_resume
+@lease.leased_resume
 async def resume(
     agent: Agent, execution_id: str, resume_value: Any, agent_path: str | None = None
 ) -> AgentResult:
     value = check_resume_value(resume_value)
     store = agent.checkpointer
-    run = await load_run(store, execution_id, agent.name)
-    cp = await alatest_resumable(store, execution_id)
+    run = await lease.load_run(store, execution_id, agent.name)
+    cp = await rows.latest_resumable(store, execution_id)
     if cp is None:
         check_in_subtree(execution_id, "turn:0", _agent_path(agent), value, agent_path)
     else:
         check_in_subtree(execution_id, cp.node_id, cp.agent_path, value, agent_path)
     if cp is None:
         if value is not None:
-            raise AlreadyResumed(
-                f"run {execution_id!r} has no pending interrupt to answer",
-                execution_id=execution_id,
-            )
+            raise rows.no_pending_interrupt(execution_id)
         # Died before its first row committed: start over from the recorded input.
-        await _lease.mark_running(store, execution_id, run.status)
+        await lease.mark_running(store, execution_id, run.status)
         messages = [Message.from_dict(m) for m in run.input or ()]
         return await drive(agent, store, execution_id, Cursor(messages, 0, Usage()))
     reentry = reentry_of(cp)
     node_id, status, node_input = reentry.node_id, reentry.status, reentry.node_input
     if cp.status != "interrupted" and value is not None:
-        raise AlreadyResumed(
-            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
-            "there is no interrupt to answer",
-            execution_id=execution_id,
-            node_id=cp.node_id,
-        )
+        raise rows.not_paused(cp)
     check_reentry(agent, reentry, execution_id)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=agent.claim_lease_seconds)
@@ -143,41 +133,33 @@ async def resume(
         cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
         cursor.claim_owner = owner
         return await drive(agent, store, execution_id, cursor)
-    answers = stored_answers(node_input) if status == "interrupted" else []
+    answers = rows.branch_answers(cp, reentry.source, None)
     cursor = cursor_at(node_id, status, node_input, cp.state_snapshot, answers)
-    await _lease.mark_running(store, execution_id, run.status)
+    await lease.mark_running(store, execution_id, run.status)
     return await drive(agent, store, execution_id, cursor)
 
 
-@_lease.leased_fork
+@lease.leased_fork
 async def fork(
     agent: Agent,
     execution_id: str,
     checkpoint_id: str | None,
     resume_value: Any,
-    new_execution_id: str | None,
+    *,
+    new_execution_id: str,
 ) -> AgentResult:
     value = check_resume_value(resume_value)
     store = agent.checkpointer
-    run = await load_run(store, execution_id, agent.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
+    run = await lease.load_run(store, execution_id, agent.name)
+    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
     reentry, source = fork_source(src, value)
     check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(
         reentry.node_id, reentry.status, reentry.node_input, src.state_snapshot, reentry.answers
     )
-    eid = await _lease.acreate_branch_run(store, agent, run, src.checkpoint_id, new_execution_id)
+    eid = await lease.acreate_branch_run(store, agent, run, src.checkpoint_id, new_execution_id)
+    origin_input = {"forked_from": execution_id, "source": source}
     await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=src.state_snapshot,
-            node_index=src.node_index,
-            node_input={"forked_from": execution_id, "source": source},
-            agent_path=_agent_path(agent),
-            parent_checkpoint_id=src.checkpoint_id,
-        )
+        rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=_agent_path(agent))
     )
     return await drive(agent, store, eid, cursor)

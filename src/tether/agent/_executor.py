@@ -15,7 +15,7 @@ Rows an agent writes, all under ``agent_path = <parent>/agent:<name>``:
 Every state snapshot is ``{"messages": [Message.to_dict()...], "turn": N, "usage":
 Usage.to_dict()}``; ``messages`` only ever grows, so a delta-storing backend writes only the
 new messages per row. An agent nested in another runner adds ``"outer"``: the enclosing
-runners' frames (:mod:`tether.agent._nested`).
+runners' frames (:mod:`tether.engine.nesting`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 
-from .. import _lease, _trace, serde
+from .. import _trace
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
-from .._runner import claim_heartbeat
 from ..checkpoint import Checkpoint
+from ..engine import rows
+from ..engine.claim import claim_heartbeat
+from ..engine.nesting import (
+    OUTER_KEY,
+    ChildPaused,
+    EndLoop,
+    ToolStep,
+    outer_frames,
+    tool_step_scope,
+)
 from ..errors import InterruptSignal, StoreError
 from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
 from ..serde import FrozenDict
-from ._nested import OUTER_KEY, ChildPaused, EndLoop, ToolStep, outer_frames, tool_step_scope
 from .errors import MaxTurnsExceeded, OutputValidationError
 from .tool import ToolArgumentsError
 
@@ -91,10 +99,6 @@ class Cursor:
 def state_of(messages: list[Message], turn: int, usage: Usage) -> dict[str, Any]:
     """The state snapshot of an agent row (see the module docstring)."""
     return {"messages": [m.to_dict() for m in messages], "turn": turn, "usage": usage.to_dict()}
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def tool_result_text(value: Any) -> str:
@@ -219,20 +223,15 @@ class _Loop:
         text, parsed = (None, None) if isinstance(outcome, AgentResult) else outcome
         fault("agent.after_loop")
         if self.outermost:
-            await self._put(
-                Checkpoint(
-                    execution_id=self.eid,
-                    node_id="run_end",
-                    step_type="run_end",
-                    status="completed",
-                    state_snapshot=self._state(),
-                    node_index=self.turn,
-                    node_output={"output": text},
-                    agent_path=self.path,
-                ),
-                run_status="completed",
-                **_lease.ending(self.eid),
+            end = rows.run_end(
+                self.eid,
+                "completed",
+                state=self._state(),
+                node_index=self.turn,
+                node_output={"output": text},
+                agent_path=self.path,
             )
+            await self._put(end, **rows.ends(end))
         return self._result("completed", output=text, parsed=parsed)
 
     async def _loop(self) -> tuple[str, Any] | AgentResult:
@@ -298,12 +297,11 @@ class _Loop:
 
     async def _put_turn(self, node_input: Any) -> None:
         await self._put(
-            Checkpoint(
-                execution_id=self.eid,
-                node_id=self.node_id,
-                step_type="llm_call",
-                status="completed",
-                state_snapshot=self._state(),
+            rows.step(
+                self.eid,
+                self.node_id,
+                "llm_call",
+                self._state(),
                 node_index=self.turn,
                 node_input=node_input,
                 agent_path=self.path,
@@ -371,12 +369,11 @@ class _Loop:
             }
             if not (index == 0 and reinvoke_first):
                 await self._put(
-                    Checkpoint(
-                        execution_id=self.eid,
-                        node_id=self.node_id,
-                        step_type="tool_call",
-                        status="completed",
-                        state_snapshot=state,
+                    rows.step(
+                        self.eid,
+                        self.node_id,
+                        "tool_call",
+                        state,
                         node_index=self.turn,
                         node_input=tool_input,
                         agent_path=f"{self.path}/tool:{call.name}",
@@ -446,44 +443,29 @@ class _Loop:
         scope: InterruptScope,
         sig: InterruptSignal,
     ) -> AgentResult:
-        context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
-        cp = Checkpoint(
-            execution_id=self.eid,
-            node_id=self.node_id,
-            step_type="hitl_pause",
-            status="interrupted",
-            state_snapshot=self._state(),
+        cp = rows.pause(
+            self.eid,
+            self.node_id,
+            self._state(),
+            sig,
+            {**tool_input, **scope.paused_input(sig)},
             node_index=self.turn,
-            node_input={**tool_input, **scope.paused_input(sig)},
-            interrupt_reason=sig.reason,
-            interrupt_context=context,
             agent_path=tool_path,
-            next_node_id=self.node_id,
         )
-        pending = await self.store.arecord_interrupt(
-            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
-        )
+        pending = await rows.record_pause(self.store, cp, claim_owner=self.owner)
         self.owner = None
         return self._result("paused", pending_interrupt=pending.as_dict())
 
     async def _fail(self, exc: Exception) -> AgentResult:
         """Write the ``failed`` run-end row; the run stays resumable from its last row."""
-        if self.owner is not None:
-            await self.store.arelease_claim(self.eid, owner=self.owner)
-            self.owner = None
-        await self.store.aput(
-            Checkpoint(
-                execution_id=self.eid,
-                node_id="run_end",
-                step_type="run_end",
-                status="failed",
-                state_snapshot=self._state(),
-                node_index=self.turn,
-                node_output={"error": _error_text(exc), "node_id": self.node_id},
-                agent_path=self.path,
-            ),
-            run_status="failed",
-            error=_error_text(exc),
-            **_lease.ending(self.eid),
+        end = rows.run_end(
+            self.eid,
+            "failed",
+            state=self._state(),
+            node_index=self.turn,
+            node_output=rows.failure(exc, self.node_id),
+            agent_path=self.path,
         )
+        await rows.fail_run(self.store, end, claim_owner=self.owner)
+        self.owner = None
         return self._result("failed", error=exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._runner import run_sync
+from ..engine.sync import run_sync
 from ..errors import ConfigurationError
 from ..interrupt import Resume
 from ..llm.messages import Message
@@ -13,8 +13,8 @@ from ..result import AgentResult
 from . import _compose
 
 if TYPE_CHECKING:
+    from ..engine.nesting import ReEntry
     from ..store.base import Checkpointer
-    from ._nested import ReEntry
 
 
 class CompositeVerbs:
@@ -133,7 +133,7 @@ class CompositeVerbs:
                 "state is its conversation (fork from an earlier row instead)"
             )
         return await _compose.fork(
-            self, execution_id, checkpoint_id, resume_value, new_execution_id
+            self, execution_id, checkpoint_id, resume_value, new_execution_id=new_execution_id
         )
 
     def run(self, input: str | list[Message], *, execution_id: str | None = None) -> AgentResult:

@@ -4,11 +4,13 @@ checkpoints before every model call and every tool (docs/design.md §1-4, §8, �
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.nesting import check_agent, join_path
+from ..engine.sync import run_sync
 from ..errors import ConfigurationError
 from ..interrupt import Resume
 from ..llm.base import LLM
@@ -16,6 +18,9 @@ from ..llm.messages import Message
 from ..result import AgentResult
 from ..store.base import Checkpointer
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from ..engine.nesting import Missing, ReEntry
 
 __all__ = ["Agent"]
 
@@ -215,7 +220,22 @@ class Agent:
                 f"agent {self.name!r}: a fork cannot edit an agent's state (its message "
                 "history); fork without state_updates"
             )
-        return await fork(self, execution_id, checkpoint_id, resume_value, new_execution_id)
+        return await fork(
+            self, execution_id, checkpoint_id, resume_value, new_execution_id=new_execution_id
+        )
+
+    async def nested(
+        self, store: Checkpointer, eid: str, input: Any, reentry: ReEntry | None
+    ) -> AgentResult:
+        """Run inside the caller's run (a chain node, a supervisor's delegation): no run row,
+        no ``run_end``; a pause raises ``ChildPaused`` (docs/design.md §8)."""
+        from ._compose import run_agent
+
+        return await run_agent(self, store, eid, input, reentry)
+
+    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """The agent's level of ``tether.engine.nesting.check_reentry``."""
+        check_agent(self, reentry, join_path(parent, f"agent:{self.name}"), missing)
 
     def run(self, input: str | list[Message], *, execution_id: str | None = None) -> AgentResult:
         """Sync twin of :meth:`arun`."""

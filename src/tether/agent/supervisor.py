@@ -12,7 +12,7 @@ same run, and the worker's final answer is the tool's result. Rows of a run, all
 - the worker's rows under ``supervisor:<s>/worker:<role>`` (and ``.../tool:<t>``), each carrying
   the frame ``{"runner": "supervisor", "name": <s>, "role": <role>, "node_id": <the delegation's
   pre-tool node_id>, "node_input": {...}, "state": <the supervisor's state at it>}`` (see
-  :mod:`tether.agent._nested`);
+  :mod:`tether.engine.nesting`);
 - one ``run_end`` (``agent_path="supervisor:<s>"``) when the supervisor is the outermost runner.
 
 So resuming a worker re-enters the supervisor at the delegation the worker runs in, without
@@ -29,7 +29,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._context import current_agent_path, current_run
-from .._runner import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.nesting import (
+    ChildPaused,
+    Missing,
+    ReEntry,
+    agent_path_at,
+    check_agent,
+    current_tool_step,
+    is_under,
+    join_path,
+    outer_frame,
+)
 from ..errors import ConfigurationError
 from ..llm.base import LLM
 from ..llm.messages import Usage
@@ -37,15 +48,6 @@ from ..result import AgentResult
 from ._compose import as_input, run_agent
 from ._entry import cursor_at, initial_messages
 from ._executor import Cursor, drive, state_of
-from ._nested import (
-    ChildPaused,
-    ReEntry,
-    agent_path_at,
-    current_tool_step,
-    is_under,
-    join_path,
-    outer_frame,
-)
 from ._verbs import CompositeVerbs
 from .agent import Agent
 from .tool import Tool
@@ -231,6 +233,19 @@ class Supervisor(CompositeVerbs):
     def llm(self) -> LLM:
         """The supervisor's model."""
         return self._loop.llm
+
+    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """The supervisor's level of ``tether.engine.nesting.check_reentry``: its own loop's
+        row, or a row of a worker it still has."""
+        path = join_path(parent, self.segment)
+        if reentry.is_own_row:
+            check_agent(self._loop, reentry, path, missing)
+            return
+        role = reentry.frame("supervisor", self.name).get("role")
+        worker = self.workers.get(role) if isinstance(role, str) else None
+        if worker is None:
+            raise missing(f"worker {role!r}", f"supervisor {self.name!r}")
+        check_agent(worker.agent, reentry.deeper(), join_path(path, f"worker:{role}"), missing)
 
     async def nested(
         self, store: Checkpointer, eid: str, input: Any, reentry: ReEntry | None

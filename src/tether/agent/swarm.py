@@ -11,7 +11,7 @@ conversation over. Rows of a run, all under one ``execution_id``:
   ``node_input = {"from": <agent or None>, "to": <agent>}``;
 - the active agent's own rows under ``swarm:<s>/agent:<a>`` (and ``.../tool:<t>``), each
   carrying the frame ``{"runner": "swarm", "name": <s>, "active": <a>, "handoffs": N}`` (see
-  :mod:`tether.agent._nested`);
+  :mod:`tether.engine.nesting`);
 - one ``run_end`` (``agent_path="swarm:<s>"``) when the swarm is the outermost runner.
 
 Each agent sees the conversation behind its own system prompt. Its ``max_turns`` bounds each
@@ -29,13 +29,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._context import agent_path_scope
-from .._runner import DEFAULT_CLAIM_LEASE_SECONDS
-from ..checkpoint import Checkpoint
+from ..engine import rows
+from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.nesting import (
+    OUTER_KEY,
+    EndLoop,
+    Missing,
+    ReEntry,
+    check_agent,
+    join_path,
+    outer_frame,
+    outer_frames,
+)
 from ..errors import ConfigurationError
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ._compose import as_input, run_agent
-from ._nested import OUTER_KEY, EndLoop, ReEntry, outer_frame, outer_frames
 from ._verbs import CompositeVerbs
 from .agent import Agent
 from .tool import Tool
@@ -207,6 +216,18 @@ class Swarm(CompositeVerbs):
             member.tools[transfer.name] = transfer
         return member
 
+    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """The swarm's level of ``tether.engine.nesting.check_reentry``: the active agent the
+        row names must still be a member, and have the row's step."""
+        path = join_path(parent, self.segment)
+        own = reentry.is_own_row
+        active = (reentry.state if own else reentry.frame("swarm", self.name)).get("active")
+        member = self._members.get(active) if isinstance(active, str) else None
+        if member is None:
+            raise missing(f"agent {active!r}", f"swarm {self.name!r}")
+        if not own:
+            check_agent(member, reentry.deeper(), join_path(path, f"agent:{active}"), missing)
+
     async def nested(
         self, store: Checkpointer, eid: str, input: Any, reentry: ReEntry | None
     ) -> AgentResult:
@@ -293,12 +314,11 @@ class Swarm(CompositeVerbs):
         if outer:
             state[OUTER_KEY] = outer
         await store.aput(
-            Checkpoint(
-                execution_id=eid,
-                node_id=f"handoff:{n}",
-                step_type="handoff",
-                status="completed",
-                state_snapshot=state,
+            rows.step(
+                eid,
+                f"handoff:{n}",
+                "handoff",
+                state,
                 node_index=n,
                 node_input={"from": source, "to": target},
                 agent_path=path,

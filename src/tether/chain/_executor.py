@@ -5,35 +5,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _lease, _trace, serde
+from .. import _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
-from ..agent._compose import claim_reentry, run_child
-from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
+from ..engine import lease, rows
+from ..engine.claim import claim, claim_heartbeat
+from ..engine.nesting import (
+    OUTER_KEY,
+    ChildPaused,
+    check_reentry,
+    claim_reentry,
+    fork_source,
+    outer_frame,
+)
 from ..errors import (
-    AlreadyResumed,
     ConfigurationError,
     InterruptSignal,
     MissingStepError,
     SerializationError,
     StoreError,
 )
-from ..interrupt import (
-    Answer,
-    InterruptScope,
-    Resume,
-    answers_with,
-    check_resume_value,
-    interrupt_scope,
-    stored_answers,
-)
+from ..interrupt import Answer, InterruptScope, Resume, check_resume_value, interrupt_scope
 from ..result import ChainResult
 from ..store.base import RunRecord
 
 if TYPE_CHECKING:
-    from ..agent._nested import ReEntry
+    from ..engine.nesting import ReEntry
     from ..store.base import Checkpointer
     from .graph import Chain, RunnerNode
 
@@ -50,10 +48,6 @@ class _Cursor:
     reentry: ReEntry | None = None  # a row inside the first node, a runner node
 
 
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
 def _check_input(input: Any) -> dict[str, Any]:
     if input is None:
         return {}
@@ -62,7 +56,7 @@ def _check_input(input: Any) -> dict[str, Any]:
     return dict(input)
 
 
-@_lease.leased_start
+@lease.leased_start
 async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResult:
     if chain.entry is None:
         raise ConfigurationError(f"chain {chain.name!r} has no nodes")
@@ -70,20 +64,20 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
     serde.dumps(state, "input")  # refuse a bad input before a run exists
     store = chain.checkpointer
     eid = execution_id or new_id()
-    await _lease.acreate_run(
+    await lease.acreate_run(
         store, RunRecord(eid, chain.name, chain.kind, status="running", input=state)
     )
     return await _drive(chain, store, eid, _Cursor(chain.entry, state))
 
 
-@_lease.leased_resume
+@lease.leased_resume
 async def resume(
     chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
 ) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
-    run = await load_run(store, execution_id, chain.name)
-    cp = await alatest_resumable(store, execution_id)
+    run = await lease.load_run(store, execution_id, chain.name)
+    cp = await rows.latest_resumable(store, execution_id)
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
@@ -94,12 +88,9 @@ async def resume(
         return await _drive(chain, store, execution_id, cursor)
     if cp is None:
         if value is not None:
-            raise AlreadyResumed(
-                f"run {execution_id!r} has no pending interrupt to answer",
-                execution_id=execution_id,
-            )
+            raise rows.no_pending_interrupt(execution_id)
         # Crashed before its first node committed: start over from the recorded input.
-        await _lease.mark_running(store, execution_id, run.status)
+        await lease.mark_running(store, execution_id, run.status)
         return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
     _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
     if cp.status == "interrupted":
@@ -108,13 +99,8 @@ async def resume(
         cursor = _Cursor(cp.node_id, cp.state_snapshot, dict(cp.iteration_counters), answers, owner)
         return await _drive(chain, store, execution_id, cursor)
     if value is not None:
-        raise AlreadyResumed(
-            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
-            "there is no interrupt to answer",
-            execution_id=execution_id,
-            node_id=cp.node_id,
-        )
-    await _lease.mark_running(store, execution_id, run.status)
+        raise rows.not_paused(cp)
+    await lease.mark_running(store, execution_id, run.status)
     cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
     return await _drive(chain, store, execution_id, cursor)
 
@@ -132,55 +118,43 @@ def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
         )
 
 
-@_lease.leased_fork
+@lease.leased_fork
 async def fork(
     chain: Chain,
     execution_id: str,
     checkpoint_id: str | None,
     state_updates: dict[str, Any] | None,
     resume_value: Any,
-    new_execution_id: str | None,
+    *,
+    new_execution_id: str,
 ) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
-    run = await load_run(store, execution_id, chain.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id, value)
-    if src.agent_path is not None:  # a row inside a runner node
-        return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
+    run = await lease.load_run(store, execution_id, chain.name)
+    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
     if state_updates is not None and not isinstance(state_updates, dict):
         raise ConfigurationError(
             f"state_updates must be a dict, got {type(state_updates).__name__}",
             execution_id=execution_id,
         )
+    if src.agent_path is not None:  # a row inside a runner node
+        return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
-    interrupted = src.status == "interrupted"
-    next_node = src.node_id if interrupted else src.next_node_id
+    next_node = src.node_id if src.status == "interrupted" else src.next_node_id
     _check_graph(chain, next_node, src)
-    answers: list[Answer] = []
-    if interrupted:
-        answers = (
-            stored_answers(src.node_input) if value is None else answers_with(src.node_input, value)
-        )
-    elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=execution_id,
-        )
-    eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
+    answers = rows.branch_answers(src, rows.source_of(src), value)
+    eid = await lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
     counters = dict(src.iteration_counters)
+    origin_input = {"forked_from": execution_id, "state_updates": state_updates}
     await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=state,
-            node_index=src.node_index,
-            node_input={"forked_from": execution_id, "state_updates": state_updates},
-            iteration_counters=counters,
-            parent_checkpoint_id=src.checkpoint_id,
+        rows.fork_origin(
+            eid,
+            src,
+            state,
+            origin_input,
+            agent_path=None,
+            counters=counters,
             next_node_id=next_node,
         )
     )
@@ -194,7 +168,7 @@ async def _fork_in_runner(
     src: Checkpoint,
     state_updates: dict[str, Any] | None,
     value: Resume | None,
-    new_execution_id: str | None,
+    new_execution_id: str,
 ) -> ChainResult:
     """Branch from a row a runner node wrote: the branch re-enters that runner at the row, and
     ``state_updates`` apply to the chain state the node started from."""
@@ -205,19 +179,10 @@ async def _fork_in_runner(
     frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
     serde.dumps(frame["state"], "state")
     reentry.state = {**reentry.state, OUTER_KEY: [frame, *frames[1:]]}
-    eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
+    eid = await lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
+    origin_input = {"forked_from": src.execution_id, "source": source}
     await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=reentry.state,
-            node_index=src.node_index,
-            node_input={"forked_from": src.execution_id, "source": source},
-            agent_path=src.agent_path,
-            parent_checkpoint_id=src.checkpoint_id,
-        )
+        rows.fork_origin(eid, src, reentry.state, origin_input, agent_path=src.agent_path)
     )
     cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
     cursor.reentry = reentry.deeper()
@@ -264,15 +229,14 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     unused = scope.unused(eid, node_id) if answers else None
                     if unused:
                         output = {**(output or {}), "unused_answers": unused}
-                    cp = Checkpoint(
-                        execution_id=eid,
-                        node_id=node_id,
-                        step_type="node",
-                        status="completed",
-                        state_snapshot=new_state,
+                    cp = rows.step(
+                        eid,
+                        node_id,
+                        "node",
+                        new_state,
                         node_index=chain.node_index(node_id),
                         node_output=output,
-                        iteration_counters=counters,
+                        counters=counters,
                         next_node_id=next_id,
                     )
                     fault("chain.before_commit")
@@ -295,23 +259,14 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                 state = new_state
                 node_id = next_id
             fault("run.before_end")
-            try:
-                await store.aput(
-                    Checkpoint(
-                        execution_id=eid,
-                        node_id="run_end",
-                        step_type="run_end",
-                        status="completed",
-                        state_snapshot=state,
-                        node_index=len(chain.nodes),
-                        iteration_counters=counters,
-                    ),
-                    run_status="completed",
-                    release_claim_of=owner,
-                    **_lease.ending(eid),
-                )
-            except StoreError:
-                raise
+            end = rows.run_end(
+                eid,
+                "completed",
+                state=state,
+                node_index=len(chain.nodes),
+                counters=counters,
+            )
+            await store.aput(end, release_claim_of=owner, **rows.ends(end))
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
 
 
@@ -340,9 +295,7 @@ async def _run_runner(
         else (state.get(key) if isinstance(key, str) else key(state))
     )
     with outer_frame(frame):
-        result = await run_child(
-            node.runner, ctx.checkpointer, ctx.execution_id, value, cur.reentry
-        )
+        result = await node.runner.nested(ctx.checkpointer, ctx.execution_id, value, cur.reentry)
     return {node.output_key: result.parsed if result.parsed is not None else result.output}
 
 
@@ -357,39 +310,23 @@ async def _pause(
     sig: InterruptSignal,
     owner: str | None,
 ) -> ChainResult:
-    try:
-        context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
-    except SerializationError as exc:
-        return await _fail(store, eid, node_id, state, exc, owner, {})
     # The node may have mutated nested values of its state in place before interrupt();
     # the paused row must hold the state the node started from, since it re-runs from its top.
-    state = await _committed_state(store, eid)
-    cp = Checkpoint(
-        execution_id=eid,
-        node_id=node_id,
-        step_type="hitl_pause",
-        status="interrupted",
-        state_snapshot=state,
-        node_index=chain.node_index(node_id),
-        node_input=scope.paused_input(sig),
-        iteration_counters=counters,
-        interrupt_reason=sig.reason,
-        interrupt_context=context,
-        next_node_id=node_id,
-    )
-    pending = await store.arecord_interrupt(cp, release_claim_of=owner, **_lease.ending(eid))
-    return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
-
-
-async def _committed_state(store: Checkpointer, eid: str) -> dict[str, Any]:
-    """The state as of the run's last committed step (its input if none committed yet)."""
-    last = await store.aget_last(eid)
-    while last is not None and last.is_run_end:
-        last = await store.aget_last(eid, before_seq=last.seq)
-    if last is not None:
-        return last.state_snapshot
-    run = await store.aget_run(eid)
-    return dict(run.input or {}) if run is not None else {}
+    committed = await rows.committed_state(store, eid)
+    try:
+        cp = rows.pause(
+            eid,
+            node_id,
+            committed,
+            sig,
+            scope.paused_input(sig),
+            node_index=chain.node_index(node_id),
+            counters=counters,
+        )
+    except SerializationError as exc:
+        return await _fail(store, eid, node_id, state, exc, owner, {})
+    pending = await rows.record_pause(store, cp, claim_owner=owner)
+    return ChainResult("paused", eid, state=committed, pending_interrupt=pending.as_dict())
 
 
 async def _fail(
@@ -402,22 +339,9 @@ async def _fail(
     results: dict[str, Any],
 ) -> ChainResult:
     """Write the ``failed`` run-end marker; the run stays resumable from its last commit."""
-    if owner is not None:
-        await store.arelease_claim(eid, owner=owner)
     if isinstance(exc, SerializationError):
         exc.execution_id = exc.execution_id or eid
         exc.node_id = exc.node_id or node_id
-    await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id="run_end",
-            step_type="run_end",
-            status="failed",
-            state_snapshot=state,
-            node_output={"error": _error_text(exc), "node_id": node_id},
-        ),
-        run_status="failed",
-        error=_error_text(exc),
-        **_lease.ending(eid),
-    )
+    end = rows.run_end(eid, "failed", state=state, node_output=rows.failure(exc, node_id))
+    await rows.fail_run(store, end, claim_owner=owner)
     return ChainResult("failed", eid, state=state, node_results=results, error=exc)

@@ -6,19 +6,24 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from ..checkpoint import RUN_END
+from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.sync import run_sync
 from ..errors import ConfigurationError, UnreachableNodesError
 from ..interrupt import Resume
 from ..result import ChainResult
 from ..store.base import Checkpointer
 
+if TYPE_CHECKING:
+    from ..engine.nesting import Missing, ReEntry
+
 __all__ = ["Chain", "Edge"]
 
 NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 Condition = Callable[[dict[str, Any]], bool]
-RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
+RESERVED_NODE_IDS = frozenset({RUN_END, "fork_origin"})
 RUNNER_KINDS = frozenset({"agent", "swarm", "supervisor"})
 InputSelector = Callable[[dict[str, Any]], Any]
 
@@ -213,6 +218,17 @@ class Chain:
             return self._sequence[at + 1 : at + 2]
         return [edge.target for edge in self.edges.get(node_id, ())]
 
+    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """The chain's level of ``tether.engine.nesting.check_reentry``: a row inside a runner
+        node needs that node (the chain's own rows are checked by its executor)."""
+        if reentry.is_own_row:
+            return
+        node_id = reentry.frame("chain", self.name).get("node_id")
+        node = self.runners.get(node_id) if isinstance(node_id, str) else None
+        if node is None:
+            raise missing(f"the agent node {node_id!r}", f"chain {self.name!r}")
+        node.runner._check_reentry(reentry.deeper(), missing, parent)
+
     def check_routing(self) -> None:
         """Refuse a graph with nodes the entry can never reach.
 
@@ -374,7 +390,12 @@ class Chain:
         from ._executor import fork
 
         return await fork(
-            self, execution_id, checkpoint_id, state_updates, resume_value, new_execution_id
+            self,
+            execution_id,
+            checkpoint_id,
+            state_updates,
+            resume_value,
+            new_execution_id=new_execution_id,
         )
 
     def run(

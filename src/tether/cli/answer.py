@@ -20,8 +20,8 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from .._runner import question_changed
 from ..checkpoint import Checkpoint, latest_forkable
+from ..engine.claim import question_changed
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome

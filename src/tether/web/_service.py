@@ -15,13 +15,12 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from .._runner import question_changed
-
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli.runs import missing_parents, pending_json, run_json, timeline
+from ..engine.claim import question_changed
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from agents import Runner, ToolApprovalItem
 
-from ... import _lease, _trace, serde
+from ... import _trace, serde
 from ..._context import RunContext, run_scope
 from ..._faults import fault
-from ..._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ...checkpoint import Checkpoint
+from ...engine import lease as _lease
+from ...engine import rows
+from ...engine.claim import claim, claim_heartbeat
 from ...errors import (
     AlreadyResumed,
     ConfigurationError,
@@ -85,8 +87,8 @@ async def start(runner: TetherAgent, first: Start, execution_id: str) -> TetherR
 async def resume(runner: TetherAgent, execution_id: str, resume_value: Any) -> TetherRunResult:
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
-    cp = await alatest_resumable(store, execution_id)
+    run = await _lease.load_run(store, execution_id, runner.name)
+    cp = await rows.latest_resumable(store, execution_id)
     journal = Journal.from_state(
         store, execution_id, runner.segment, None if cp is None else cp.state_snapshot
     )
@@ -107,32 +109,22 @@ async def resume(runner: TetherAgent, execution_id: str, resume_value: Any) -> T
     return await drive(runner, journal, start_of(run.input))
 
 
-def _source(src: Checkpoint) -> dict[str, Any]:
-    """The row a fork copies, seen through a ``fork_origin`` (a fork of a fork)."""
-    if src.step_type == "fork_origin" and isinstance(src.node_input, dict):
-        return dict(src.node_input["source"])
-    return {"node_id": src.node_id, "status": src.status, "node_input": src.node_input}
-
-
 @_lease.leased_fork
 async def fork(
     runner: TetherAgent,
     execution_id: str,
     checkpoint_id: str | None,
     resume_value: Any,
+    *,
     new_execution_id: str,
 ) -> TetherRunResult:
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
-    source = _source(src)
+    run = await _lease.load_run(store, execution_id, runner.name)
+    src = await rows.fork_source_row(store, execution_id, checkpoint_id)
+    source = rows.source_of(src)
     if value is not None and source["status"] != "interrupted":
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=execution_id,
-        )
+        raise rows.not_an_interrupt(src)
     eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
     journal = Journal.from_state(store, eid, runner.segment, src.state_snapshot)
     if value is not None:
@@ -140,18 +132,9 @@ async def fork(
         earlier = [Resume.from_dict(a) for a in node_input.get("answers", ())]
         # In the branch's first row, so a branch that dies at once keeps its answer.
         journal.add_answers(node_input["key"], [*earlier, value])
+    origin_input = {"forked_from": execution_id, "source": source}
     await journal.put(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=journal.state(),
-            node_index=src.node_index,
-            node_input={"forked_from": execution_id, "source": source},
-            agent_path=src.agent_path,
-            parent_checkpoint_id=src.checkpoint_id,
-        )
+        rows.fork_origin(eid, src, journal.state(), origin_input, agent_path=src.agent_path)
     )
     return await drive(runner, journal, start_of(run.input))
 
@@ -240,23 +223,18 @@ def _storable(value: Any, path: str) -> Any:
 async def _complete(journal: Journal, result: RunResult) -> TetherRunResult:
     eid = journal.execution_id
     fault("agent.after_loop")
-    await journal.put(
-        Checkpoint(
-            execution_id=eid,
-            node_id="run_end",
-            step_type="run_end",
-            status="completed",
-            state_snapshot=journal.state(),
-            node_index=journal.model_calls(_run_scope(journal)),
-            node_output={
-                "output": _storable(result.final_output, "final_output"),
-                "last_agent": result.last_agent.name,
-            },
-            agent_path=f"{journal.path}/{segment('agent', result.last_agent.name)}",
-        ),
-        run_status="completed",
-        **_lease.ending(eid),
+    end = rows.run_end(
+        eid,
+        "completed",
+        state=journal.state(),
+        node_index=journal.model_calls(_run_scope(journal)),
+        node_output={
+            "output": _storable(result.final_output, "final_output"),
+            "last_agent": result.last_agent.name,
+        },
+        agent_path=f"{journal.path}/{segment('agent', result.last_agent.name)}",
     )
+    await journal.put(end, **rows.ends(end))
     return TetherRunResult("completed", eid, output=result.final_output, run_result=result)
 
 
@@ -338,20 +316,13 @@ async def _fail(journal: Journal, exc: Exception) -> TetherRunResult:
     if journal.owner is not None:  # the answer stays for the next resume
         await store.arelease_claim(eid, owner=journal.owner)
         journal.owner = None
-    error = f"{type(exc).__name__}: {exc}"
-    await journal.put(
-        Checkpoint(
-            execution_id=eid,
-            node_id="run_end",
-            step_type="run_end",
-            status="failed",
-            state_snapshot=journal.state(),
-            node_index=journal.model_calls(_run_scope(journal)),
-            node_output={"error": error},
-            agent_path=journal.path,
-        ),
-        run_status="failed",
-        error=error,
-        **_lease.ending(eid),
+    end = rows.run_end(
+        eid,
+        "failed",
+        state=journal.state(),
+        node_index=journal.model_calls(_run_scope(journal)),
+        node_output=rows.failure(exc),
+        agent_path=journal.path,
     )
+    await journal.put(end, **rows.ends(end))
     return TetherRunResult("failed", eid, error=exc)

@@ -8,8 +8,9 @@ from typing import Any
 from agents import Agent, Model, RunConfig, RunHooks
 from agents.run import DEFAULT_MAX_TURNS
 
-from ..._lease import DEFAULT_RUN_LEASE_SECONDS
-from ..._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from ...engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ...engine.lease import DEFAULT_RUN_LEASE_SECONDS
+from ...engine.sync import run_sync
 from ...errors import ConfigurationError
 from ...interrupt import Resume
 from ...store.base import Checkpointer
@@ -203,7 +204,9 @@ class TetherAgent:
                 f"TetherAgent {self.name!r}: a fork cannot edit a run's state (its journal of "
                 "model and tool calls); fork from an earlier row instead"
             )
-        return await fork(self, execution_id, checkpoint_id, resume_value, new_execution_id)
+        return await fork(
+            self, execution_id, checkpoint_id, resume_value, new_execution_id=new_execution_id
+        )
 
     def run(
         self, input: Any, *, context: Any = None, execution_id: str | None = None

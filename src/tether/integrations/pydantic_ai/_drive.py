@@ -26,11 +26,13 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.run import AgentRunResult
 from pydantic_core import to_jsonable_python
 
-from ... import _lease, _trace, serde
+from ... import _trace, serde
 from ..._context import RunContext, agent_path_scope, run_scope
-from ..._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ...checkpoint import Checkpoint
-from ...errors import AlreadyResumed, CorruptRecordError, InterruptSignal, StoreError
+from ...engine import lease as _lease
+from ...engine import rows
+from ...engine.claim import claim, claim_heartbeat
+from ...errors import CorruptRecordError, InterruptSignal, StoreError
 from ...interrupt import Resume, check_resume_value, interrupt_scope
 from ...store.base import Checkpointer, RunRecord
 from ._capability import JournalCapability
@@ -58,10 +60,6 @@ class StartArgs:
 
     run_input: RunInput
     options: DriveOptions
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _usage_of(result: AgentRunResult[Any]) -> dict[str, int]:
@@ -214,20 +212,16 @@ class _Drive:
 
     async def _fail(self, exc: Exception) -> TetherRunResult[Any]:
         """Write the ``failed`` run-end row; the run stays resumable from its last row."""
-        if self.owner is not None:
-            await self.store.arelease_claim(self.eid, owner=self.owner)
-            self.owner = None
-        cp = self._row(
-            "run_end",
-            "run_end",
+        end = rows.run_end(
+            self.eid,
             "failed",
-            self.journal.turn,
-            node_output={"error": _error_text(exc)},
+            state=self.journal.state(),
+            node_index=max(self.journal.turn, 0),
+            node_output=rows.failure(exc),
             agent_path=self.path,
         )
-        await self.store.aput(
-            cp, run_status="failed", error=_error_text(exc), **_lease.ending(self.eid)
-        )
+        await rows.fail_run(self.store, end, claim_owner=self.owner)
+        self.owner = None
         return TetherRunResult("failed", self.eid, error=exc)
 
     async def _complete(self, result: AgentRunResult[Any]) -> TetherRunResult[Any]:
@@ -235,17 +229,15 @@ class _Drive:
             output = to_jsonable_python(result.output)
         except Exception:
             output = repr(result.output)
-        cp = self._row(
-            "run_end",
-            "run_end",
+        end = rows.run_end(
+            self.eid,
             "completed",
-            self.journal.turn,
+            state=self.journal.state(),
+            node_index=max(self.journal.turn, 0),
             node_output={"output": output, "usage": _usage_of(result)},
             agent_path=self.path,
         )
-        await self.store.aput(
-            cp, run_status="completed", release_claim_of=self.owner, **_lease.ending(self.eid)
-        )
+        await self.store.aput(end, release_claim_of=self.owner, **rows.ends(end))
         self.owner = None
         return TetherRunResult("completed", self.eid, output=result.output, run_result=result)
 
@@ -289,15 +281,12 @@ async def resume(
 ) -> Any:
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
+    run = await _lease.load_run(store, execution_id, runner.name)
     run_input = RunInput.from_json(run.input)
-    cp = await alatest_resumable(store, execution_id)
+    cp = await rows.latest_resumable(store, execution_id)
     if cp is None:
         if value is not None:
-            raise AlreadyResumed(
-                f"run {execution_id!r} has no pending interrupt to answer",
-                execution_id=execution_id,
-            )
+            raise rows.no_pending_interrupt(execution_id)
         # Died before its first row committed: run again from the stored input.
         await _lease.mark_running(store, execution_id, run.status)
         return await _Drive(runner, store, execution_id, {}, None).run(run_input, options)
@@ -307,12 +296,7 @@ async def resume(
         state = _answered(cp.state_snapshot, key, answers)
         return await _Drive(runner, store, execution_id, state, owner).run(run_input, options)
     if value is not None:
-        raise AlreadyResumed(
-            f"run {execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
-            "there is no interrupt to answer",
-            execution_id=execution_id,
-            node_id=cp.node_id,
-        )
+        raise rows.not_paused(cp)
     await _lease.mark_running(store, execution_id, run.status)
     return await _Drive(runner, store, execution_id, cp.state_snapshot, None).run(
         run_input, options
@@ -326,20 +310,15 @@ async def fork(
     checkpoint_id: str | None,
     resume_value: Any,
     options: DriveOptions,
+    *,
     new_execution_id: str,
 ) -> Any:
     value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await load_run(store, execution_id, runner.name)
+    run = await _lease.load_run(store, execution_id, runner.name)
     run_input = RunInput.from_json(run.input)
-    src = await afork_checkpoint(store, execution_id, checkpoint_id)
-    source: dict[str, Any] = {
-        "node_id": src.node_id,
-        "status": src.status,
-        "node_input": src.node_input,
-    }
-    if src.step_type == "fork_origin" and isinstance(src.node_input, dict):
-        source = dict(src.node_input["source"])
+    src = await rows.fork_source_row(store, execution_id, checkpoint_id)
+    source = rows.source_of(src)
     state = dict(src.state_snapshot)
     if source["status"] == "interrupted" and value is not None:
         key = _question_key(source["node_input"], execution_id)
@@ -348,23 +327,8 @@ async def fork(
         # the answer it was given.
         state = _answered(state, key, [*earlier, value])
     elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=execution_id,
-        )
+        raise rows.not_an_interrupt(src)
     eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
-    await store.aput(
-        Checkpoint(
-            execution_id=eid,
-            node_id=src.node_id,
-            step_type="fork_origin",
-            status="completed",
-            state_snapshot=state,
-            node_index=src.node_index,
-            node_input={"forked_from": execution_id, "source": source},
-            agent_path=runner.segment,
-            parent_checkpoint_id=src.checkpoint_id,
-        )
-    )
+    origin_input = {"forked_from": execution_id, "source": source}
+    await store.aput(rows.fork_origin(eid, src, state, origin_input, agent_path=runner.segment))
     return await _Drive(runner, store, eid, state, None).run(run_input, options)

@@ -9,7 +9,8 @@ from pydantic_ai.agent import AbstractAgent, EventStreamHandler
 from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.usage import UsageLimits
 
-from ..._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from ...engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ...engine.sync import run_sync
 from ...errors import ConfigurationError
 from ...interrupt import Resume
 from ...store.base import Checkpointer
@@ -228,7 +229,7 @@ class TetherAgent(Generic[DepsT, OutputT]):
             checkpoint_id,
             resume_value,
             self._options(deps, event_stream_handler),
-            new_execution_id,
+            new_execution_id=new_execution_id,
         )
         return result
 

@@ -6,7 +6,7 @@ Every top-level verb (``arun``, ``aresume``, ``afork`` of every runner) runs und
   fenced on that owner from the first one;
 - a **resume** first takes the run's lease; a run whose owner is alive raises
   :class:`~tether.errors.LeaseHeldError`, one whose owner is a dead process on this machine
-  (``_owner_is_dead``) or whose lease lapsed is taken over at once;
+  (:func:`~tether.engine.owners.owner_is_dead`) or whose lease lapsed is taken over at once;
 - a heartbeat thread renews the lease every third of its period while the drive works;
 - the lease is given back when the drive ends cleanly (completed, paused, failed); when the
   drive raised (a store error, a bug) it is given back for a retry by
@@ -30,32 +30,31 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._runner import HOSTNAME, _owner_is_dead, new_owner
-from .checkpoint import new_id
-from .errors import (
+from ..checkpoint import new_id
+from ..errors import (
     ConcurrentWriteError,
     LeaseHeldError,
+    RunnerMismatchError,
+    RunNotFoundError,
     StoreError,
     StoreUnavailableError,
     TetherError,
 )
-from .store._leases import LeaseStore
-from .store.base import Checkpointer, RunRecord
+from ..store._leases import LeaseStore
+from ..store.base import Checkpointer, RunRecord
+from .owners import activate, deactivate, new_owner, owner_is_dead
 
 __all__ = [
     "DEFAULT_RUN_LEASE_SECONDS",
     "Lease",
     "give_back_after_raise",
     "hold",
-    "owner_is_dead",
+    "load_run",
 ]
 
 T = TypeVar("T")
 
 DEFAULT_RUN_LEASE_SECONDS = 30.0
-
-_ACTIVE: set[str] = set()
-"""Owners whose leases drives or workers in this process hold right now."""
 
 
 @dataclass(slots=True)
@@ -100,17 +99,6 @@ def adopted(lease: Lease) -> Iterator[Lease]:
         _current.reset(token)
 
 
-def owner_is_dead(owner: str | None) -> bool:
-    """True when ``owner`` is a process on this machine that is gone, or this very process
-    holding no lease under that owner any more (a drive that crashed in-process)."""
-    if _owner_is_dead(owner):
-        return True
-    if not owner or owner in _ACTIVE:
-        return False
-    host, _, rest = owner.partition(":")
-    return host == HOSTNAME and rest.partition(":")[0] == str(os.getpid())
-
-
 async def mark_running(store: Checkpointer, execution_id: str, status: str | None) -> None:
     """Set a resumed run ``running`` as its drive is about to start (after every check that
     could refuse the resume, so a refused or crashed-before-here resume leaves a failed run
@@ -131,6 +119,29 @@ def taken_run(execution_id: str) -> RunRecord | None:
     if lease is None or lease.execution_id != execution_id or lease.run is None:
         return None
     run, lease.run = lease.run, None
+    return run
+
+
+async def load_run(store: Checkpointer, execution_id: str, runner_name: str) -> RunRecord:
+    """The run, checked to belong to this runner.
+
+    Raises:
+        RunNotFoundError, RunnerMismatchError.
+    """
+    if not isinstance(execution_id, str) or not execution_id:
+        raise RunNotFoundError(f"execution_id must be a non-empty str, got {execution_id!r}")
+    run = taken_run(execution_id) or await store.aget_run(execution_id)
+    if run is None:
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r} in {store!r}", execution_id=execution_id
+        )
+    if run.runner_name != runner_name:
+        raise RunnerMismatchError(
+            f"run {execution_id!r} belongs to runner {run.runner_name!r}, not {runner_name!r}",
+            expected=runner_name,
+            found=run.runner_name,
+            execution_id=execution_id,
+        )
     return run
 
 
@@ -274,7 +285,7 @@ async def hold(
     # Active before the lease is taken: another thread of this process that reads this owner
     # from the row between the take and the add would otherwise judge it a crashed drive of
     # this process and steal the lease from a live one.
-    _ACTIVE.add(owner)
+    activate(owner)
     if new_run:
         # A drive of this process may hold a run with this id already (a retried start with
         # the same execution_id): its fence stays; this drive's create_run is refused.
@@ -292,14 +303,14 @@ async def hold(
                     steal_from=took.previous_owner,
                 )
         except BaseException:
-            _ACTIVE.discard(owner)
+            deactivate(owner)
             raise
         if not took.exists:  # the verb reports RunNotFoundError
-            _ACTIVE.discard(owner)
+            deactivate(owner)
             yield None
             return
         if not took.won:
-            _ACTIVE.discard(owner)
+            deactivate(owner)
             raise LeaseHeldError(
                 f"run {execution_id!r} is being executed by {took.previous_owner} (it holds "
                 "the run's lease); wait for it to finish or pause, or for its lease to lapse",
@@ -322,7 +333,7 @@ async def hold(
     finally:
         heartbeats.remove(owner, execution_id)
         _current.reset(token)
-        _ACTIVE.discard(owner)
+        deactivate(owner)
         held = store.fenced_by(execution_id) == owner  # else given back by the last commit
         if held and clean:
             with contextlib.suppress(StoreError):
@@ -428,14 +439,18 @@ def leased_resume(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]
 
 
 def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Wrap an executor's ``fork(runner, ..., new_execution_id)`` in :func:`hold` of the new
-    run (the source run is only read)."""
+    """Wrap an executor's ``fork(runner, execution_id, ..., *, new_execution_id)`` in
+    :func:`hold` of the new run (the source run is only read). The wrapper takes
+    ``new_execution_id`` as a keyword (``None``: a fresh id) and hands the wrapped function the
+    id the new run has."""
 
     @functools.wraps(fn)
-    async def fork(runner: Any, *args: Any) -> T:
-        eid = args[-1] or new_id()
+    async def fork(
+        runner: Any, execution_id: str, *args: Any, new_execution_id: str | None = None
+    ) -> T:
+        eid = new_execution_id or new_id()
         store = runner.checkpointer
         async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-            return await fn(runner, *args[:-1], eid)
+            return await fn(runner, execution_id, *args, new_execution_id=eid)
 
     return fork

@@ -25,17 +25,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._context import _agent_path, current_agent_path
+from .._faults import fault
 from ..errors import AlreadyResumed, ChainResumeError, MissingStepError
-from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
+from ..interrupt import Answer, Resume, dump_answers
+from . import rows
+from .claim import claim
+from .lease import mark_running
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
     from ..llm.messages import Message, Usage
     from ..result import AgentResult
-    from .agent import Agent
+    from ..store.base import Checkpointer
 
 OUTER_KEY: Final = "outer"
 """The state-snapshot key holding the outer frames of a nested row."""
@@ -154,6 +158,11 @@ class ReEntry:
         return list(self.state.get(OUTER_KEY) or ())
 
     @property
+    def source(self) -> dict[str, Any]:
+        """The row's address as a fork's first row keeps it (see ``rows.source_of``)."""
+        return {"node_id": self.node_id, "status": self.status, "node_input": self.node_input}
+
+    @property
     def is_own_row(self) -> bool:
         """True at the level that wrote the row."""
         return self.depth >= len(self.frames)
@@ -181,11 +190,10 @@ class ReEntry:
 
 def reentry_of(cp: Checkpoint) -> ReEntry:
     """The re-entry for a stored row; a fork's first row stands for the row it copied."""
-    node_id, status, node_input = cp.node_id, cp.status, cp.node_input
-    if cp.step_type == "fork_origin" and isinstance(node_input, dict) and "source" in node_input:
-        source = node_input["source"]
-        node_id, status, node_input = source["node_id"], source["status"], source["node_input"]
-    return ReEntry(node_id, status, node_input, cp.agent_path, cp.state_snapshot)
+    source = rows.source_of(cp)
+    return ReEntry(
+        source["node_id"], source["status"], source["node_input"], cp.agent_path, cp.state_snapshot
+    )
 
 
 def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[str, Any]]:
@@ -196,36 +204,60 @@ def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[st
         AlreadyResumed: a ``value`` for a row that is not an interrupt.
     """
     reentry = reentry_of(src)
-    source_input = reentry.node_input
-    if reentry.status == "interrupted":
-        if value is None:
-            reentry.answers = stored_answers(source_input)
-        else:
-            reentry.answers = answers_with(source_input, value)
-            # Kept on the branch's first row, so a branch that dies at once keeps the answer.
-            source_input = {**source_input, "answers": dump_answers(reentry.answers)}
-    elif value is not None:
-        raise AlreadyResumed(
-            f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-            "resume_value",
-            execution_id=src.execution_id,
-        )
-    source = {"node_id": reentry.node_id, "status": reentry.status, "node_input": source_input}
+    source = reentry.source
+    reentry.answers = rows.branch_answers(src, source, value)
+    if value is not None:
+        # Kept on the branch's first row, so a branch that dies at once keeps the answer.
+        source["node_input"] = {**source["node_input"], "answers": dump_answers(reentry.answers)}
     return reentry, source
 
 
+class Reenterable(Protocol):
+    """A runner that can tell whether it still has the step a row was written at."""
+
+    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """Raise ``missing(...)`` unless this runner, running under ``parent``, still has the
+        step ``reentry`` names at its level (and, for a composite, below it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """Builds the :class:`MissingStepError` of one refused re-entry."""
+
+    reentry: ReEntry
+    execution_id: str
+
+    def __call__(self, what: str, owner: str, found: str = "") -> MissingStepError:
+        reentry = self.reentry
+        pending = (
+            "; nothing was claimed: the interrupt stays pending and can be answered once "
+            "the code has it again"
+            if reentry.status == "interrupted"
+            else "; nothing was written"
+        )
+        return MissingStepError(
+            f"run {self.execution_id!r} continues at {reentry.node_id!r} ({reentry.agent_path}) "
+            f"in {what}, which {owner} no longer has (was it renamed or removed?{found})"
+            f"{pending}",
+            missing=what,
+            execution_id=self.execution_id,
+            node_id=reentry.node_id,
+        )
+
+
 def check_reentry(
-    runner: Any, reentry: ReEntry, execution_id: str, parent: str | None = None
+    runner: Reenterable, reentry: ReEntry, execution_id: str, parent: str | None = None
 ) -> None:
     """Refuse a re-entry into a step this code no longer has, before an answer is claimed or
-    anything is written (docs/design.md §5).
+    anything is written (docs/design.md §4).
 
-    Walks the row's frames down the topology: each chain node, swarm agent and supervisor
-    worker they name must still exist, the agent that wrote the row must sit at the row's
-    ``agent_path``, and an interrupted tool row's tool must still be one of that agent's
-    tools (else resuming would claim the answer, tell the model the tool does not exist and
-    go on without running anything). A tool missing from a row that is not interrupted is
-    left to the loop, which tells the model, as it does for any unknown tool.
+    Walks the row's frames down the topology (each runner checks its own level and hands the
+    rest down): each chain node, swarm agent and supervisor worker they name must still exist,
+    the agent that wrote the row must sit at the row's ``agent_path``, and an interrupted tool
+    row's tool must still be one of that agent's tools (else resuming would claim the answer,
+    tell the model the tool does not exist and go on without running anything). A tool missing
+    from a row that is not interrupted is left to the loop, which tells the model, as it does
+    for any unknown tool.
 
     Args:
         runner: the ``Agent``, ``Swarm``, ``Supervisor`` or ``Chain`` at this level.
@@ -237,61 +269,13 @@ def check_reentry(
         MissingStepError: naming what is missing (``node_id`` is the row's); the interrupt,
             if any, is left pending and answerable once the code has the step again.
     """
-    from ..chain.graph import Chain
-    from .agent import Agent
-    from .supervisor import Supervisor
-    from .swarm import Swarm
-
     parent = parent if parent is not None else current_agent_path()
-
-    def missing(what: str, owner: str, found: str = "") -> MissingStepError:
-        pending = (
-            "; nothing was claimed: the interrupt stays pending and can be answered once "
-            "the code has it again"
-            if reentry.status == "interrupted"
-            else "; nothing was written"
-        )
-        return MissingStepError(
-            f"run {execution_id!r} continues at {reentry.node_id!r} ({reentry.agent_path}) "
-            f"in {what}, which {owner} no longer has (was it renamed or removed?{found})"
-            f"{pending}",
-            missing=what,
-            execution_id=execution_id,
-            node_id=reentry.node_id,
-        )
-
-    if isinstance(runner, Agent):
-        _check_agent(runner, reentry, join_path(parent, f"agent:{runner.name}"), missing)
-    elif isinstance(runner, Swarm):
-        path = join_path(parent, runner.segment)
-        own = reentry.is_own_row
-        active = (reentry.state if own else reentry.frame("swarm", runner.name)).get("active")
-        member = runner._members.get(active) if isinstance(active, str) else None
-        if member is None:
-            raise missing(f"agent {active!r}", f"swarm {runner.name!r}")
-        if not own:
-            _check_agent(member, reentry.deeper(), join_path(path, f"agent:{active}"), missing)
-    elif isinstance(runner, Supervisor):
-        path = join_path(parent, runner.segment)
-        if reentry.is_own_row:
-            _check_agent(runner._loop, reentry, path, missing)
-            return
-        role = reentry.frame("supervisor", runner.name).get("role")
-        worker = runner.workers.get(role) if isinstance(role, str) else None
-        if worker is None:
-            raise missing(f"worker {role!r}", f"supervisor {runner.name!r}")
-        _check_agent(worker.agent, reentry.deeper(), join_path(path, f"worker:{role}"), missing)
-    elif isinstance(runner, Chain) and not reentry.is_own_row:
-        # A chain's own rows are checked by its executor (``_check_graph``).
-        node_id = reentry.frame("chain", runner.name).get("node_id")
-        node = runner.runners.get(node_id) if isinstance(node_id, str) else None
-        if node is None:
-            raise missing(f"the agent node {node_id!r}", f"chain {runner.name!r}")
-        check_reentry(node.runner, reentry.deeper(), execution_id, parent)
+    runner._check_reentry(reentry, Missing(reentry, execution_id), parent)
 
 
-def _check_agent(agent: Agent, reentry: ReEntry, path: str, missing: Any) -> None:
-    """The agent-level part of :func:`check_reentry`: ``agent`` wrote the row at ``path``."""
+def check_agent(agent: Any, reentry: ReEntry, path: str, missing: Missing) -> None:
+    """The agent-level part of :func:`check_reentry`: ``agent`` (an ``Agent``: its ``name``
+    and ``tools``) wrote the row at ``path``."""
     if not reentry.is_own_row or not is_under(reentry.agent_path, path):
         written_by = "/".join((reentry.agent_path or "").split("/")[: path.count("/") + 1])
         raise missing(f"agent {written_by!r}", "this code", f" it runs {path!r} there")
@@ -302,6 +286,54 @@ def _check_agent(agent: Agent, reentry: ReEntry, path: str, missing: Any) -> Non
     if tool not in agent.tools:
         known = ", ".join(sorted(agent.tools)) or "none"
         raise missing(f"tool {tool!r}", f"agent {agent.name!r}", f" its tools: {known}")
+
+
+async def claim_reentry(
+    store: Checkpointer,
+    cp: Checkpoint,
+    value: Resume | None,
+    agent_path: str | None,
+    *,
+    lease_seconds: float,
+    runner: Reenterable,
+) -> ReEntry:
+    """The re-entry for the newest row of a run, claiming its interrupt if it is one.
+
+    Args:
+        cp: the newest resumable row (from :func:`tether.engine.rows.latest_resumable`).
+        value: the caller's answer.
+        agent_path: resume only if ``cp`` lies in this subtree.
+        lease_seconds: the claim's lease.
+        runner: the outermost runner (a ``Chain``, ``Swarm`` or ``Supervisor``), checked to
+            still have the row's step before anything is claimed (:func:`check_reentry`).
+
+    Raises:
+        ChainResumeError, AlreadyResumed: as for every runner's ``aresume``.
+        MissingStepError: the runner no longer has the row's step; nothing was claimed.
+    """
+    eid = cp.execution_id
+    check_in_subtree(eid, cp.node_id, cp.agent_path, value, agent_path)
+    reentry = reentry_of(cp)
+    if cp.status != "interrupted" and value is not None:
+        raise rows.not_paused(cp)
+    check_reentry(runner, reentry, eid)
+    if cp.status == "interrupted":
+        answers, owner = await claim(store, cp, value, lease_seconds=lease_seconds)
+        fault("agent.after_claim")
+        reentry.answers, reentry.claim_owner = answers, owner
+    else:
+        reentry.answers = rows.branch_answers(cp, reentry.source, None)
+        await mark_running(store, eid, None)
+    return reentry
+
+
+class Nestable(Protocol):
+    """A runner that runs inside another runner's run (``Agent``, ``Swarm``, ``Supervisor``)."""
+
+    async def nested(
+        self, store: Checkpointer, eid: str, input: Any, reentry: ReEntry | None
+    ) -> AgentResult:
+        """Run inside the caller's run; a ``completed`` result, or raise :class:`ChildPaused`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,351 @@
+"""Every row the engine writes, built in one place, and the rules about rows (docs/design.md
+§2-4, §9).
+
+The chain and agent executors, the composite runners and the integrations build their rows
+here: the step rows (:func:`step`), the paused row (:func:`pause`), the run end
+(:func:`run_end`, committed with :func:`ends` or :func:`fail_run`) and a fork's first row
+(:func:`fork_origin`). The rules that read rows back live beside them: what resume steps over
+(:func:`latest_resumable`), what fork may branch from (:func:`fork_source_row`), what a fork's
+first row stands for (:func:`source_of`), which answers a branch starts with
+(:func:`branch_answers`), and the state a pause keeps (:func:`committed_state`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import serde
+from ..checkpoint import RUN_END, Checkpoint, StepType
+from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
+from ..interrupt import Answer, Resume, answers_with, stored_answers
+from .lease import ending
+
+if TYPE_CHECKING:
+    from ..errors import InterruptSignal
+    from ..store.base import Checkpointer, PendingInterrupt
+
+__all__ = [
+    "branch_answers",
+    "committed_state",
+    "ends",
+    "error_text",
+    "fail_run",
+    "failure",
+    "fork_origin",
+    "fork_source_row",
+    "latest_resumable",
+    "no_pending_interrupt",
+    "not_an_interrupt",
+    "not_paused",
+    "pause",
+    "record_pause",
+    "run_end",
+    "source_of",
+    "step",
+]
+
+
+def error_text(exc: BaseException) -> str:
+    """How an exception is recorded in a failed run-end row and the run's ``error``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- rows a drive writes as it goes ---------------------------------------------------------
+
+
+def step(
+    execution_id: str,
+    node_id: str,
+    step_type: StepType,
+    state: dict[str, Any],
+    *,
+    node_index: int,
+    node_input: Any = None,
+    node_output: Any = None,
+    agent_path: str | None = None,
+    counters: dict[str, int] | None = None,
+    next_node_id: str | None = None,
+) -> Checkpoint:
+    """A ``completed`` step row: a chain node done (``node``), an agent about to call its model
+    (``llm_call``) or a tool (``tool_call``), a handoff (docs/design.md §2, §3)."""
+    return Checkpoint(
+        execution_id=execution_id,
+        node_id=node_id,
+        step_type=step_type,
+        status="completed",
+        state_snapshot=state,
+        node_index=node_index,
+        node_input=node_input,
+        node_output=node_output,
+        iteration_counters=counters if counters is not None else {},
+        agent_path=agent_path,
+        next_node_id=next_node_id,
+    )
+
+
+def pause(
+    execution_id: str,
+    node_id: str,
+    state: dict[str, Any],
+    sig: InterruptSignal,
+    node_input: Any,
+    *,
+    node_index: int,
+    agent_path: str | None = None,
+    counters: dict[str, int] | None = None,
+) -> Checkpoint:
+    """The ``interrupted`` row of a step that called ``interrupt()``: its context frozen as
+    JSON now, never recomputed, and the step itself as the way back in (docs/design.md §5).
+
+    Raises:
+        SerializationError: the interrupt's context cannot be stored (naming its path).
+    """
+    context = serde.from_jsonable(serde.loads(serde.dumps(sig.context, "interrupt context")))
+    return Checkpoint(
+        execution_id=execution_id,
+        node_id=node_id,
+        step_type="hitl_pause",
+        status="interrupted",
+        state_snapshot=state,
+        node_index=node_index,
+        node_input=node_input,
+        iteration_counters=counters if counters is not None else {},
+        interrupt_reason=sig.reason,
+        interrupt_context=context,
+        agent_path=agent_path,
+        next_node_id=node_id,
+    )
+
+
+async def record_pause(
+    store: Checkpointer, row: Checkpoint, *, claim_owner: str | None
+) -> PendingInterrupt:
+    """Commit a paused row with its pending interrupt and the run's ``paused`` status in one
+    transaction, releasing the claim the drive held and the run's lease (a pause ends the
+    drive)."""
+    return await store.arecord_interrupt(
+        row, release_claim_of=claim_owner, **ending(row.execution_id)
+    )
+
+
+# -- the run end ----------------------------------------------------------------------------
+
+
+def failure(exc: BaseException, node_id: str | None = None) -> dict[str, Any]:
+    """A failed run end's ``node_output``: the error, and the step it escaped from if known."""
+    output: dict[str, Any] = {"error": error_text(exc)}
+    if node_id is not None:
+        output["node_id"] = node_id
+    return output
+
+
+def run_end(
+    execution_id: str,
+    status: Literal["completed", "failed"],
+    *,
+    state: dict[str, Any] | None = None,
+    node_index: int = 0,
+    node_output: Any = None,
+    agent_path: str | None = None,
+    counters: dict[str, int] | None = None,
+) -> Checkpoint:
+    """The one terminal row of a run (docs/design.md §3): a tombstone, not an address;
+    written by the outermost runner only. A failed one's ``node_output`` is :func:`failure`'s.
+    """
+    return Checkpoint(
+        execution_id=execution_id,
+        node_id=RUN_END,
+        step_type=RUN_END,
+        status=status,
+        state_snapshot=state if state is not None else {},
+        node_index=node_index,
+        node_output=node_output,
+        iteration_counters=counters if counters is not None else {},
+        agent_path=agent_path,
+    )
+
+
+def ends(row: Checkpoint) -> dict[str, Any]:
+    """The keyword arguments of the ``aput`` that commits a run-end row: the run's status (and
+    error) in the same transaction, and the run's lease given back by that commit."""
+    kwargs: dict[str, Any] = {"run_status": row.status, **ending(row.execution_id)}
+    if row.status == "failed" and isinstance(row.node_output, dict):
+        kwargs["error"] = row.node_output.get("error")
+    return kwargs
+
+
+async def fail_run(store: Checkpointer, row: Checkpoint, *, claim_owner: str | None) -> None:
+    """Commit a failed run end. A claim the drive still holds is released first, so the
+    answer it carried stays for the resume that retries the step (docs/design.md §3)."""
+    if claim_owner is not None:
+        await store.arelease_claim(row.execution_id, owner=claim_owner)
+    await store.aput(row, **ends(row))
+
+
+# -- fork -----------------------------------------------------------------------------------
+
+
+def source_of(row: Checkpoint) -> dict[str, Any]:
+    """The row ``row`` stands for, as ``{"node_id", "status", "node_input"}``: itself, or for
+    a fork's first row the row it copied (a fork of a fork copies the same source)."""
+    if row.step_type == "fork_origin" and isinstance(row.node_input, dict):
+        source = row.node_input.get("source")
+        if isinstance(source, dict):
+            return dict(source)
+    return {"node_id": row.node_id, "status": row.status, "node_input": row.node_input}
+
+
+def fork_origin(
+    execution_id: str,
+    src: Checkpoint,
+    state: dict[str, Any],
+    node_input: dict[str, Any],
+    *,
+    agent_path: str | None,
+    counters: dict[str, int] | None = None,
+    next_node_id: str | None = None,
+) -> Checkpoint:
+    """A branch's first row (docs/design.md §9): a full snapshot of the state it starts from,
+    linked to the row ``src`` it branches from; ``node_input`` names the source run
+    (``forked_from``) and what the branch re-enters."""
+    return Checkpoint(
+        execution_id=execution_id,
+        node_id=src.node_id,
+        step_type="fork_origin",
+        status="completed",
+        state_snapshot=state,
+        node_index=src.node_index,
+        node_input=node_input,
+        iteration_counters=counters if counters is not None else {},
+        agent_path=agent_path,
+        parent_checkpoint_id=src.checkpoint_id,
+        next_node_id=next_node_id,
+    )
+
+
+def branch_answers(src: Checkpoint, source: dict[str, Any], value: Resume | None) -> list[Answer]:
+    """The answers a branch from ``src`` starts with: for an interrupted ``source``, those it
+    kept, with ``value`` bound to its question (docs/design.md §5); none otherwise.
+
+    Raises:
+        AlreadyResumed: ``value`` given for a row that is not an interrupt.
+    """
+    if source["status"] == "interrupted":
+        node_input = source["node_input"]
+        return stored_answers(node_input) if value is None else answers_with(node_input, value)
+    if value is not None:
+        raise not_an_interrupt(src)
+    return []
+
+
+def not_an_interrupt(src: Checkpoint) -> AlreadyResumed:
+    """The refusal of a fork's ``resume_value`` for a row ``src`` that is not an interrupt."""
+    return AlreadyResumed(
+        f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
+        "resume_value",
+        execution_id=src.execution_id,
+    )
+
+
+# -- what resume reads ----------------------------------------------------------------------
+
+
+def no_pending_interrupt(execution_id: str) -> AlreadyResumed:
+    """The refusal of an answer for a run with no step committed (nothing can be pending)."""
+    return AlreadyResumed(
+        f"run {execution_id!r} has no pending interrupt to answer", execution_id=execution_id
+    )
+
+
+def not_paused(cp: Checkpoint) -> AlreadyResumed:
+    """The refusal of an answer for a run whose latest row ``cp`` is not an interrupt."""
+    return AlreadyResumed(
+        f"run {cp.execution_id!r} is not paused (latest step {cp.node_id!r} is {cp.status}); "
+        "there is no interrupt to answer",
+        execution_id=cp.execution_id,
+        node_id=cp.node_id,
+    )
+
+
+async def committed_state(store: Checkpointer, execution_id: str) -> dict[str, Any]:
+    """The state as of the run's last committed step, stepping over a run end (its input if
+    no step committed yet)."""
+    last = await store.aget_last(execution_id)
+    while last is not None and last.is_run_end:
+        last = await store.aget_last(execution_id, before_seq=last.seq)
+    if last is not None:
+        return last.state_snapshot
+    run = await store.aget_run(execution_id)
+    return dict(run.input or {}) if run is not None else {}
+
+
+async def latest_resumable(
+    store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """The row resume re-enters: the newest row that is not a run-end marker (a failed run
+    stays resumable), or ``None`` when no step committed (docs/design.md §4). One read on the
+    bundled stores (``aget_resumable``); any other store is walked back with ``aget_last``.
+
+    Raises:
+        AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+    """
+    cp: Checkpoint | None
+    fast = getattr(store, "aget_resumable", None) if agent_path_prefix is None else None
+    if fast is not None:
+        cp, last_status = await fast(execution_id)
+    else:
+        cp = await store.aget_last(execution_id, agent_path_prefix=agent_path_prefix)
+        last_status = cp.status if cp is not None and cp.is_run_end else None
+        while cp is not None and cp.is_run_end:
+            cp = await store.aget_last(
+                execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
+            )
+    if last_status == "completed":
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; fork it to branch a new run",
+            execution_id=execution_id,
+        )
+    return cp
+
+
+async def fork_source_row(
+    store: Checkpointer,
+    execution_id: str,
+    checkpoint_id: str | None,
+    answer: Resume | None = None,
+) -> Checkpoint:
+    """The row a fork branches from: ``checkpoint_id``, or the newest row; a ``run_end``
+    tombstone is stepped over either way (it addresses no node: docs/design.md §9).
+
+    Args:
+        answer: the fork's ``resume_value``; bound to a question (``answer.checkpoint_id``),
+            it must be the row's.
+
+    Raises:
+        CheckpointNotFoundError: no such checkpoint in the run, or the run has none yet.
+        ChainResumeError: ``answer`` was given for another row's question.
+    """
+    if checkpoint_id is None:
+        src = await store.aget_last(execution_id)
+    else:
+        src = await store.aget_checkpoint(execution_id, checkpoint_id)
+        if src is None:
+            raise CheckpointNotFoundError(
+                f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
+                execution_id=execution_id,
+            )
+    while src is not None and src.is_run_end:
+        src = await store.aget_last(execution_id, before_seq=src.seq)
+    if src is None:
+        raise CheckpointNotFoundError(
+            f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
+        )
+    shown = None if answer is None else answer.checkpoint_id
+    if shown is not None and shown != src.checkpoint_id:
+        raise ChainResumeError(
+            f"the fork's resume_value answers the question at checkpoint {shown}, but the fork "
+            f"branches from checkpoint {src.checkpoint_id} of run {execution_id!r}; nothing "
+            "was written",
+            execution_id=execution_id,
+        )
+    return src
