@@ -25,7 +25,7 @@ test: $(STAMP) $(VENV)/.chromium
 	$(BIN)/python -m pytest -q
 
 test-faults: $(STAMP)
-	TETHER_FULL_MATRIX=1 $(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m faults tests/faults
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

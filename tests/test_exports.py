@@ -100,3 +100,19 @@ def test_import_tether_needs_no_optional_extras():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_old_worker_module_name_still_imports_and_warns_that_it_was_renamed():
+    code = (
+        "import warnings, tether, tether.worker_process as wp\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import tether.worker as old\n"
+        "assert old.run_worker is wp.run_worker is tether.run_worker\n"
+        "assert old.enqueue is wp.enqueue and old.WorkerStats is wp.WorkerStats\n"
+        "assert tether.Worker is not old\n"
+        "messages = [str(w.message) for w in caught if w.category is DeprecationWarning]\n"
+        "assert any('tether.worker_process' in m for m in messages), messages\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -56,7 +56,7 @@ from .registry import Registry, load_app
 from .result import AgentResult, ChainResult
 from .store.base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .store.sqlite import SQLiteCheckpointer
-from .worker import aenqueue, arun_worker, enqueue, run_worker
+from .worker_process import aenqueue, arun_worker, enqueue, run_worker
 
 if TYPE_CHECKING:
     from .store.postgres import PostgresCheckpointer
@@ -135,4 +135,8 @@ def __getattr__(name: str) -> Any:
         from .store.postgres import PostgresCheckpointer
 
         return PostgresCheckpointer
+    if name == "worker":  # the deprecated name of tether.worker_process (it warns)
+        import importlib
+
+        return importlib.import_module(".worker", __name__)
     raise AttributeError(f"module 'tether' has no attribute {name!r}")

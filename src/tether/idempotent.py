@@ -31,17 +31,29 @@ import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
 from . import serde
 from ._context import current_run
 from ._faults import fault
 from .errors import ConfigurationError, SerializationError
 
-__all__ = ["current_idempotency_key", "idempotent"]
+__all__ = ["Idempotent", "current_idempotency_key", "idempotent"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Idempotent(Protocol[P, R_co]):
+    """What :func:`idempotent` returns: the function, with its signature kept, and the key a
+    call would use (a type checker sees both)."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def idempotency_key(self, *args: P.args, **kwargs: P.kwargs) -> str:
+        """The idempotency key a call with these arguments uses (hex sha256, or ``key=``'s)."""
+        ...
 
 _current_key: ContextVar[str | None] = ContextVar("tether_idempotency_key", default=None)
 
@@ -121,16 +133,16 @@ def _derive_key(
 
 
 @overload
-def idempotent(fn: Callable[P, R], /) -> Callable[P, R]: ...
+def idempotent(fn: Callable[P, R], /) -> Idempotent[P, R]: ...
 @overload
 def idempotent(
     *, key: str | Callable[..., str] | None = None
-) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+) -> Callable[[Callable[P, R]], Idempotent[P, R]]: ...
 
 
 def idempotent(
     fn: Callable[P, R] | None = None, /, *, key: str | Callable[..., str] | None = None
-) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+) -> Idempotent[P, R] | Callable[[Callable[P, R]], Idempotent[P, R]]:
     """Make ``fn`` run at most once per run and key; sync and ``async def`` both work.
 
     Args:
@@ -139,7 +151,8 @@ def idempotent(
             the qualified name and the canonically encoded arguments.
 
     Returns:
-        The wrapped function, with ``.idempotency_key(*args, **kwargs) -> str``.
+        The wrapped function (an :class:`Idempotent`: same signature), with
+        ``.idempotency_key(*args, **kwargs) -> str``.
 
     Raises:
         SerializationError: the arguments have no canonical JSON encoding (and no ``key=``); or
@@ -147,7 +160,7 @@ def idempotent(
             then on every later call with that key in the run.
     """
 
-    def decorate(f: Callable[P, R]) -> Callable[P, R]:
+    def decorate(f: Callable[P, R]) -> Idempotent[P, R]:
         try:
             sig: inspect.Signature | None = inspect.signature(f)
         except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
@@ -183,8 +196,7 @@ def idempotent(
                 fault("idempotent.after_cache")
                 return result
 
-            async_wrapper.idempotency_key = key_of  # type: ignore[attr-defined]
-            return cast(Callable[P, R], async_wrapper)
+            return _with_key(async_wrapper, key_of)
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -210,9 +222,13 @@ def idempotent(
             fault("idempotent.after_cache")
             return result
 
-        wrapper.idempotency_key = key_of  # type: ignore[attr-defined]
-        return cast(Callable[P, R], wrapper)
+        return _with_key(wrapper, key_of)
 
     if fn is not None:
         return decorate(fn)
     return decorate
+
+
+def _with_key(wrapper: Callable[..., Any], key_of: Callable[..., str]) -> Idempotent[P, R]:
+    wrapper.idempotency_key = key_of  # type: ignore[attr-defined]
+    return cast("Idempotent[P, R]", wrapper)

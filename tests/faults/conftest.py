@@ -1,13 +1,13 @@
 """Fixtures of the fault tests: one fork server, one policy stub and one store per backend for
-the whole session (every scenario uses its own execution ids), and the full-matrix switch.
+the whole session (every scenario uses its own execution ids).
 
-Tests marked ``slow`` run only with ``TETHER_FULL_MATRIX=1`` (``make test-faults``); a default
-``make test`` skips them with that reason.
+The full fault matrix is marked ``faults``: ``make test-faults`` selects it (``pytest -m
+faults``), and ``make test`` deselects it (the default ``-m "not faults"`` in pyproject.toml),
+so a default run neither collects nor skips it.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,15 +17,6 @@ import pytest
 
 from tests.conftest import PG_DSN, require_postgres
 from tests.faults.harness import ForkServer, PolicyStub
-
-FULL_MATRIX = os.environ.get("TETHER_FULL_MATRIX", "") not in ("", "0")
-
-
-@pytest.fixture(autouse=True)
-def _full_matrix_only(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("slow") and not FULL_MATRIX:
-        pytest.skip("full fault matrix: set TETHER_FULL_MATRIX=1 (make test-faults)")
-
 
 @pytest.fixture(scope="session")
 def fork_server() -> Iterator[ForkServer]:

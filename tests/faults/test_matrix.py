@@ -12,8 +12,9 @@ same input:
 - every request the models received valid for its provider (OpenAI, Anthropic).
 
 Default runs take one crash position per (scenario, fault point) on SQLite and one fault point
-per scenario on Postgres. ``TETHER_FULL_MATRIX=1`` crashes at every hit of every point in every
-process of the run, on both backends, and lets the point fire again in the next two resumes.
+per scenario on Postgres. The full matrix (marker ``faults``, ``make test-faults``) crashes at
+every hit of every point in every process of the run, on both backends, and lets the point fire
+again in the next two resumes.
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def test_crash_then_resume_matches_a_crash_free_run_on_postgres(
     run_crash(ctx, "postgres", kind, fork, _representative(ctx, "postgres", kind, fork, point))
 
 
-@pytest.mark.slow
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @pytest.mark.parametrize(("kind", "fork", "point"), MATRIX)

@@ -165,7 +165,7 @@ def test_resume_after_any_crashes_reaches_the_crash_free_final_state(
     check_in_process(tmp_path_factory, monkeypatch, **kw)
 
 
-@pytest.mark.slow
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 @settings(max_examples=FULL_EXAMPLES, deadline=None, suppress_health_check=QUIET)
 @in_process_examples
@@ -237,7 +237,7 @@ def test_sigkill_at_a_random_point_of_a_random_graph_then_resume_matches(
     check_sigkill(sigkill_env, **kw)
 
 
-@pytest.mark.slow
+@pytest.mark.faults
 @pytest.mark.timeout(900)
 @settings(max_examples=FULL_SIGKILL_EXAMPLES, deadline=None, suppress_health_check=QUIET)
 @sigkill_examples

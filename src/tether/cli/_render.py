@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import enum
-import json
 import os
-import uuid
-from decimal import Decimal
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+
+from ..checkpoint import RUN_END
+from ..rendering import compact, to_json, when
+
+__all__ = [
+    "compact",
+    "diff_markup",
+    "emit_json",
+    "err",
+    "out",
+    "state_diff",
+    "styled_label",
+    "styled_status",
+    "to_json",
+    "when",
+]
 
 PIPE_WIDTH = 200
 
@@ -31,48 +41,9 @@ out = _console(stderr=False)
 err = _console(stderr=True)
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID | Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if isinstance(value, BaseException):
-        return f"{type(value).__name__}: {value}"
-    return repr(value)
-
-
-def to_json(value: Any) -> str:
-    """``value`` as indented JSON; datetimes become ISO 8601, other non-JSON values strings."""
-    return json.dumps(value, default=_default, indent=2, ensure_ascii=False)
-
-
 def emit_json(value: Any) -> None:
     """Print ``value`` as JSON on stdout (``--json`` mode)."""
     print(to_json(value), flush=True)
-
-
-def compact(value: Any, width: int = 60) -> str:
-    """A one-line JSON rendering, cut to ``width`` characters."""
-    text = json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def when(value: _dt.datetime | None) -> str:
-    """A UTC timestamp for a table cell (``-`` when absent)."""
-    if value is None:
-        return "-"
-    return value.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def state_diff(before: Any, after: Any) -> dict[str, list[str]]:
@@ -129,6 +100,6 @@ def styled_label(label: str, step_type: str, status: str) -> str:
     """A timeline row's label (:attr:`Checkpoint.label`), coloured only where the row records
     an outcome: a pre-call row (``before tool call``) is plain, since nothing had happened
     yet when it was written."""
-    outcome = status != "completed" or step_type in ("node", "run_end")
+    outcome = status != "completed" or step_type in ("node", RUN_END)
     style = STATUS_STYLE.get(status) if outcome else None
     return f"[{style}]{escape(label)}[/]" if style else escape(label)

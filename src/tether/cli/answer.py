@@ -350,7 +350,7 @@ def fork(
         steps = [
             cp.node_id
             for cp in store.list(result.execution_id)
-            if cp.step_type not in ("fork_origin", "run_end")
+            if cp.step_type != "fork_origin" and not cp.is_run_end
         ]
     finally:
         store.close()

@@ -63,7 +63,7 @@ def worker(
 ) -> int:
     """Claim and run the store's unowned work until SIGTERM or Ctrl-C: queued runs, runs whose
     process died (lease lapsed), and answered interrupts."""
-    from ..worker import run_worker
+    from ..worker_process import run_worker
 
     per_runner: dict[str, int] = {}
     for item in limits:
@@ -126,7 +126,7 @@ def enqueue(
     priority: int,
 ) -> int:
     """Queue a run of RUNNER_NAME with INPUT_JSON for a worker to start; print its id."""
-    from ..worker import enqueue as do_enqueue
+    from ..worker_process import enqueue as do_enqueue
 
     try:
         value = json.loads(input_json)

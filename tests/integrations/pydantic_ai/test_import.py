@@ -23,7 +23,7 @@ def test_the_integration_exports_exactly_its_public_names() -> None:
 
 def test_import_tether_and_its_cli_do_not_import_pydantic_ai() -> None:
     code = (
-        "import sys, tether, tether.cli, tether.worker, tether.integrations\n"
+        "import sys, tether, tether.cli, tether.worker_process, tether.integrations\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pydantic_ai', 'pydantic_graph', 'openai'))\n"
         "print(loaded)\n"
