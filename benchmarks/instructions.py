@@ -77,7 +77,8 @@ def child(mode: str, directory: str, n: int) -> None:
             for seq in range(1, W1_STEPS + 1):
                 floor.write(f"run{run}", seq, orjson.dumps({"n": seq}), time.time())
     elif mode in ("w3-tether", "w3-open"):  # w3-open: the same without the resumes
-        eid = open(os.path.join(directory, "eid"), encoding="ascii").read()
+        with open(os.path.join(directory, "eid"), encoding="ascii") as f:
+            eid = f.read()
         failed: set[str] = set()
         for name in _tails(n):
             store = SQLiteCheckpointer(db, synchronous="NORMAL")

@@ -25,6 +25,7 @@ of messages; it takes minutes, so it is opt-in).
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import os
 import statistics
@@ -84,7 +85,7 @@ def _chain(store: Any, texts: list[str], steps: int, marks: list[float], failed:
 
 def _tenths(marks: list[float]) -> tuple[float, float, float]:
     """Mean ms per step over the first 10% of intervals, the last 10%, and all of them."""
-    steps = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(marks)]
     tenth = max(1, len(steps) // 10)
     return (
         sum(steps[:tenth]) / tenth * 1e3,
