@@ -1,5 +1,5 @@
 """Where a durable run's drive starts (a new run, a resume, a fork) and the drive itself
-(DESIGN sections 4, 5 and 9).
+(docs/design.md §4, §5, §9).
 
 A drive runs the agent from the run's input with :class:`agents.Runner`, every model call and
 tool call journaled (:mod:`._journal`), so a resumed or forked run replays what is recorded and

@@ -1,6 +1,6 @@
 """Questions a pydantic-ai run pauses on, and how a tether answer resolves them.
 
-A run pauses as a tether interrupt (one pending interrupt per run, DESIGN section 5) when:
+A run pauses as a tether interrupt (one pending interrupt per run, docs/design.md §5) when:
 
 - the model calls a tool that needs approval (``requires_approval=True``, or the tool raised
   ``ApprovalRequired``): reason ``tool_approval``;
