@@ -7,10 +7,10 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 import tether
+from tests.workers.test_migration import _open_at
 from tether import Chain
 from tether.integrations.langgraph import TetherSaver
 from tether.store.sqlite import SCHEMA_VERSION
-from tests.workers.test_migration import _open_at
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
