@@ -26,7 +26,28 @@ from ._render import (
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
+RUN_STATUSES = ("queued", "running", "paused", "completed", "failed")
+#: The kinds a runner is shown with (``chain:orders``); a filter may spell the name either way.
+RUNNER_KINDS = frozenset(
+    {"chain", "agent", "swarm", "supervisor", "pydantic_ai", "openai_agents", "langgraph"}
+)
+
+
+def runner_label(run: RunRecord) -> str:
+    """A run's runner as lists show it: ``chain:orders`` (``orders`` for a queued run, whose
+    kind is not known until a worker starts it)."""
+    return f"{run.runner_kind}:{run.runner_name}" if run.runner_kind else run.runner_name
+
+
+def runner_filter(text: str | None) -> str | None:
+    """The runner name a filter names: ``"orders"`` or ``"chain:orders"`` (as lists show it)
+    both give ``"orders"``; ``None`` or blank gives ``None`` (no filter)."""
+    if text is None or not text.strip():
+        return None
+    kind, sep, name = text.strip().partition(":")
+    return name if sep and kind in RUNNER_KINDS and name else text.strip()
+
+
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 
@@ -125,7 +146,12 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
+@click.option(
+    "--name",
+    "runner_name",
+    metavar="RUNNER",
+    help="Only runs of this runner ('orders' or 'chain:orders').",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @store_options
 def runs_list(
@@ -134,7 +160,7 @@ def runs_list(
     """List runs, newest first."""
     store = open_store(db_url)
     try:
-        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        found = store.list_runs(status=status, runner_name=runner_filter(runner_name), limit=limit)
         pruned = missing_parents(store, found)
     finally:
         store.close()
@@ -155,7 +181,7 @@ def runs_list(
         note = run_note(run, run.parent_execution_id in pruned)
         table.add_row(
             run.execution_id,
-            escape(f"{run.runner_kind}:{run.runner_name}"),
+            escape(runner_label(run)),
             run_status_markup(run),
             when(run.created_at),
             when(run.updated_at),
