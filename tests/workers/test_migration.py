@@ -1,4 +1,4 @@
-"""Schema migrations carry older databases forward and keep their runs (DESIGN section 7:
+"""Schema migrations carry older databases forward and keep their runs (docs/design.md §7:
 migrations run forward only): version 2 added run leases and the queue, version 3 dropped the
 primary key on ``checkpoint_id``."""
 
