@@ -15,13 +15,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..cli._render import compact, to_json, when
+from ..cli.runs import RUN_STATUSES
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
 from ._guard import LOOPBACK_NAMES, HostGuard
 from ._paths import RunRoutes, run_url
-from ..cli.runs import RUN_STATUSES
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
 
 __all__ = ["create_app"]
