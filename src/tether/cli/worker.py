@@ -14,8 +14,8 @@ from ..connect import DEFAULT_URL
 from ..store.base import Checkpointer
 from . import _errors
 from ._app import app_option, display_url, open_app, open_store, store_options
+from ._filters import runner_filter
 from ._render import err, out
-from .runs import runner_filter
 
 _DB_OPTION = click.option(
     "--db",

@@ -14,8 +14,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..cli._filters import RUN_STATUSES
 from ..cli._render import compact, to_json, when
-from ..cli.runs import RUN_STATUSES
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer

@@ -22,14 +22,8 @@ from .._runner import question_changed
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli.runs import (
-    RUN_STATUSES,
-    missing_parents,
-    pending_json,
-    run_json,
-    runner_filter,
-    timeline,
-)
+from ..cli._filters import RUN_STATUSES, runner_filter
+from ..cli.runs import missing_parents, pending_json, run_json, timeline
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,
