@@ -55,6 +55,7 @@ class Idempotent(Protocol[P, R_co]):
         """The idempotency key a call with these arguments uses (hex sha256, or ``key=``'s)."""
         ...
 
+
 _current_key: ContextVar[str | None] = ContextVar("tether_idempotency_key", default=None)
 
 

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import PG_DSN, require_postgres
 from tests.faults.harness import ForkServer, PolicyStub
 
+
 @pytest.fixture(scope="session")
 def fork_server() -> Iterator[ForkServer]:
     server = ForkServer()

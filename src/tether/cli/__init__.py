@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         3 not found, 4 bad input, 5 store unavailable or corrupt (``docs/cli.md``).
     """
     try:
-        from ._app import invoke
+        from ._main import invoke
     except ImportError as exc:
         if exc.name in ("click", "rich") or (exc.name or "").startswith(("click.", "rich.")):
             sys.stderr.write(

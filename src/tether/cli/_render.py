@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..checkpoint import RUN_END
-from ..rendering import compact, to_json, when
+from ..views import compact, state_diff, to_json, when
 
 __all__ = [
     "compact",
@@ -44,33 +44,6 @@ err = _console(stderr=True)
 def emit_json(value: Any) -> None:
     """Print ``value`` as JSON on stdout (``--json`` mode)."""
     print(to_json(value), flush=True)
-
-
-def state_diff(before: Any, after: Any) -> dict[str, list[str]]:
-    """Which top-level keys a step added, changed and removed.
-
-    Args:
-        before: the state at the previous boundary (a dict; anything else counts as empty).
-        after: the state at this boundary.
-
-    Returns:
-        ``{"added": [...], "changed": [...], "removed": [...]}``, each list sorted.
-    """
-    old = before if isinstance(before, dict) else {}
-    new = after if isinstance(after, dict) else {}
-    changed = []
-    for key in new.keys() & old.keys():
-        try:
-            same = bool(new[key] == old[key])
-        except Exception:  # a value whose __eq__ raises counts as changed
-            same = False
-        if not same:
-            changed.append(key)
-    return {
-        "added": sorted(map(str, new.keys() - old.keys())),
-        "changed": sorted(map(str, changed)),
-        "removed": sorted(map(str, old.keys() - new.keys())),
-    }
 
 
 def diff_markup(diff: dict[str, list[str]]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -10,112 +9,37 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._stale import lease_lapses_at, staleness
-from .._trace import trace_id_of
-from ..checkpoint import Checkpoint
 from ..errors import RunNotFoundError
-from ..store.base import Checkpointer, PendingInterrupt, RunRecord
+from ..store.base import RunRecord
+from ..views import (
+    RUN_STATUSES,
+    missing_parents,
+    pending_json,
+    pending_state,
+    run_json,
+    run_note,
+    runner_filter,
+    runner_label,
+    timeline,
+)
 from ._app import open_store, store_options
 from ._render import (
     compact,
     diff_markup,
     emit_json,
     out,
-    state_diff,
     styled_label,
     styled_status,
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
-
-
-def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
-    """A run as the JSON object ``runs list`` and ``runs show`` print.
-
-    Besides the run row's fields: ``lease_lapses_at`` (for a ``running`` run, when its lease
-    lapses or lapsed, :func:`tether._stale.lease_lapses_at`), ``stale`` (a ``running`` run
-    nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
-    ``"owner_gone"``, ``"unowned"`` or ``None``),
-    ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
-    ``parent_pruned`` (a fork whose parent run is no longer in the store).
-
-    Args:
-        run: the run.
-        parent_pruned: whether ``run``'s parent was looked up and not found
-            (:func:`missing_parents`).
-    """
-    stale = staleness(run)
-    return {
-        "execution_id": run.execution_id,
-        "runner_name": run.runner_name,
-        "runner_kind": run.runner_kind,
-        "status": run.status,
-        "input": run.input,
-        "parent_execution_id": run.parent_execution_id,
-        "parent_checkpoint_id": run.parent_checkpoint_id,
-        "owner": run.owner,
-        "lease_expires_at": run.lease_expires_at,
-        "error": run.error,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-        "finished_at": run.finished_at,
-        "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
-        "stale": stale is not None,
-        "stale_reason": None if stale is None else stale.reason,
-        "stale_note": None if stale is None else stale.describe(),
-        "parent_pruned": parent_pruned,
-    }
-
-
-def missing_parents(store: Checkpointer, runs: Iterable[RunRecord]) -> set[str]:
-    """The parents of forks among ``runs`` that the store no longer holds (pruned)."""
-    parents = {r.parent_execution_id for r in runs if r.parent_execution_id}
-    return {p for p in parents if store.get_run(p) is None}
-
-
-def run_note(run: RunRecord, parent_pruned: bool) -> str:
-    """The "note" a runs table shows: staleness, error, lineage."""
-    notes = []
-    stale = staleness(run)
-    if stale is not None:
-        notes.append(stale.describe())
-    if run.error:
-        notes.append(run.error)
-    if run.parent_execution_id:
-        pruned = " (parent pruned)" if parent_pruned else ""
-        notes.append(f"fork of {run.parent_execution_id}{pruned}")
-    return "; ".join(notes)
 
 
 def run_status_markup(run: RunRecord) -> str:
     """A run's status for a table cell: ``stale`` for a ``running`` run nothing executes."""
     return "[bold red]stale[/]" if staleness(run) is not None else styled_status(run.status)
-
-
-def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
-    """A pending interrupt as JSON; ``state`` is ``waiting``, ``answered`` or ``claimed``."""
-    return {
-        "execution_id": pending.execution_id,
-        "checkpoint_id": pending.checkpoint_id,
-        "node_id": pending.node_id,
-        "agent_path": pending.agent_path,
-        "reason": pending.reason,
-        "context": pending.context,
-        "created_at": pending.created_at,
-        "state": pending_state(pending),
-        "claimed_by": pending.claimed_by,
-        "claim_expires_at": pending.claim_expires_at,
-        "resume_value": pending.resume_value,
-    }
-
-
-def pending_state(pending: PendingInterrupt) -> str:
-    """``waiting`` for an answer, ``answered`` (stored, not yet resumed) or ``claimed``."""
-    if pending.claimed_by:
-        return "claimed"
-    return "waiting" if pending.resume_value is None else "answered"
 
 
 @click.group("runs")
@@ -125,7 +49,12 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
+@click.option(
+    "--name",
+    "runner_name",
+    metavar="RUNNER",
+    help="Only runs of this runner ('orders' or 'chain:orders').",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @store_options
 def runs_list(
@@ -134,7 +63,7 @@ def runs_list(
     """List runs, newest first."""
     store = open_store(db_url)
     try:
-        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        found = store.list_runs(status=status, runner_name=runner_filter(runner_name), limit=limit)
         pruned = missing_parents(store, found)
     finally:
         store.close()
@@ -155,7 +84,7 @@ def runs_list(
         note = run_note(run, run.parent_execution_id in pruned)
         table.add_row(
             run.execution_id,
-            escape(f"{run.runner_kind}:{run.runner_name}"),
+            escape(runner_label(run)),
             run_status_markup(run),
             when(run.created_at),
             when(run.updated_at),
@@ -163,39 +92,6 @@ def runs_list(
         )
     out.print(table)
     return 0
-
-
-def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
-    """Each checkpoint with the key-level diff of its state against the previous row's, its
-    ``node_input``/``node_output`` (a tool call's arguments, a run's output or error), and its
-    ``label``: what the row records (``"before tool call"``, see :attr:`Checkpoint.label`).
-
-    The first row is compared with the run's input, so it shows what the first step added.
-    """
-    rows = []
-    previous: Any = run.input
-    for cp in checkpoints:
-        rows.append(
-            {
-                "seq": cp.seq,
-                "checkpoint_id": cp.checkpoint_id,
-                "node_id": cp.node_id,
-                "step_type": cp.step_type,
-                "status": cp.status,
-                "label": cp.label,
-                "created_at": cp.created_at,
-                "agent_path": cp.agent_path,
-                "next_node_id": cp.next_node_id,
-                "interrupt_reason": cp.interrupt_reason,
-                "parent_checkpoint_id": cp.parent_checkpoint_id,
-                "node_input": cp.node_input,
-                "node_output": cp.node_output,
-                "diff": state_diff(previous, cp.state_snapshot),
-                "trace_id": trace_id_of(cp),
-            }
-        )
-        previous = cp.state_snapshot
-    return rows
 
 
 @runs_group.command("show")

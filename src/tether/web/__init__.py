@@ -13,5 +13,6 @@ from __future__ import annotations
 
 from ._app import create_app
 from ._auth import is_loopback
+from ._guard import allowed_hosts_for
 
-__all__ = ["create_app", "is_loopback"]
+__all__ = ["allowed_hosts_for", "create_app", "is_loopback"]

@@ -7,6 +7,7 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -15,11 +16,6 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
-# The CLI registers its commands when its _app module loads, and that imports cli.runs: load
-# it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
-# the API's JSON identical to `tether ... --json`.
-from ..cli import _app as _cli_app  # noqa: F401
-from ..cli.runs import missing_parents, pending_json, run_json, timeline
 from ..engine.claim import question_changed
 from ..errors import (
     AlreadyResumed,
@@ -32,9 +28,16 @@ from ..interrupt import Resume
 from ..registry import Registry
 from ..store.base import Checkpointer
 
+# Shared with the CLI, so the API's JSON is identical to `tether ... --json`.
+from ..views import RUN_STATUSES, missing_parents, pending_json, run_json, runner_filter, timeline
+
 T = TypeVar("T")
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
+#: An answer's note, in characters; its data, encoded as JSON, in bytes (docs/web.md).
+NOTE_MAX_CHARS = 2000
+DATA_MAX_BYTES = 64 * 1024
+#: A request body (the API's JSON, a form): room for the largest note and data.
+BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
 
 
 class ActionError(Exception):
@@ -64,6 +67,24 @@ class Answer:
     note: str | None = None
     data: Any = None
     checkpoint_id: str | None = None
+
+    def check_size(self) -> None:
+        """Refuse a note over :data:`NOTE_MAX_CHARS` (400) or data over
+        :data:`DATA_MAX_BYTES` as JSON (413).
+
+        Raises:
+            ActionError: the note or the data is too large; nothing was stored.
+        """
+        if self.note is not None and len(self.note) > NOTE_MAX_CHARS:
+            raise ActionError(
+                400, f"the note is {len(self.note)} characters; at most {NOTE_MAX_CHARS}"
+            )
+        if self.data is not None:
+            size = len(json.dumps(self.data, separators=(",", ":"), default=str).encode())
+            if size > DATA_MAX_BYTES:
+                raise ActionError(
+                    413, f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
+                )
 
     def to_resume(self, checkpoint_id: str) -> Resume:
         metadata: dict[str, Any] = {"via": "web"}
@@ -108,7 +129,9 @@ class Service:
             raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
 
         def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
+            found = self.store.list_runs(
+                status=status, runner_name=runner_filter(runner_name), limit=limit
+            )
             pruned = missing_parents(self.store, found)
             return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
 
@@ -170,10 +193,12 @@ class Service:
         question by the time it is stored or claimed.
 
         Raises:
-            ActionError: 404 no such run; 409 the interrupt was already answered, the run is
-                not waiting for an answer, waits on another question than the one answered,
-                or another resumer won the race (nothing changed).
+            ActionError: 400 a note over :data:`NOTE_MAX_CHARS`; 413 data over
+                :data:`DATA_MAX_BYTES`; 404 no such run; 409 the interrupt was already
+                answered, the run is not waiting for an answer, waits on another question
+                than the one answered, or another resumer won the race (nothing changed).
         """
+        answer.check_size()
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from ...errors import (
     SerializationError,
     StoreError,
 )
-from ...interrupt import Resume, check_resume_value
+from ...interrupt import Resume, answers_with, check_resume_value
 from ...store.base import RunRecord
 from ._calls import _arguments
 from ._journal import Journal, Scope, journal_scope, segment
@@ -129,9 +129,8 @@ async def fork(
     journal = Journal.from_state(store, eid, runner.segment, src.state_snapshot)
     if value is not None:
         node_input = source["node_input"]
-        earlier = [Resume.from_dict(a) for a in node_input.get("answers", ())]
         # In the branch's first row, so a branch that dies at once keeps its answer.
-        journal.add_answers(node_input["key"], [*earlier, value])
+        journal.add_answers(node_input["key"], answers_with(node_input, value))
     origin_input = {"forked_from": execution_id, "source": source}
     await journal.put(
         rows.fork_origin(eid, src, journal.state(), origin_input, agent_path=src.agent_path)
@@ -181,7 +180,7 @@ async def _run(runner: TetherAgent, journal: Journal, first: Start) -> TetherRun
             answers = journal.answers(key)
             if not answers:
                 return await _pause_for_approval(journal, item, key, n, result)
-            answer = answers[-1]
+            answer = answers[-1].value
             if answer.approved:
                 state.approve(item)
             else:
@@ -297,8 +296,7 @@ async def _pause_in_tool(journal: Journal, sig: InterruptSignal) -> TetherRunRes
                 "call_id": at.call_id,
                 "kind": "interrupt",
                 "arguments": _arguments(at.arguments),
-                "answers": [a.to_dict() for a in at.earlier],
-                "interrupt_index": at.index,
+                **at.recorded,
             },
             interrupt_reason=at.reason,
             interrupt_context=context,

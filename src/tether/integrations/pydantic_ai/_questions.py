@@ -62,6 +62,9 @@ class Question:
         node_id: the pause row's ``node_id``.
         tool: the tool the question is about, if any.
         tool_call_id: that tool call's id, if any.
+        recorded: for an ``interrupt()`` call, what its pause row keeps of it
+            (``InterruptScope.paused_input``: every answer the step holds and the identity
+            of the question asked); ``None`` for an approval, answered by position.
     """
 
     key: str
@@ -71,6 +74,7 @@ class Question:
     node_id: str
     tool: str | None = None
     tool_call_id: str | None = None
+    recorded: dict[str, Any] | None = None
 
 
 class QuestionSignal(InterruptSignal):

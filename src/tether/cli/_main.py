@@ -1,0 +1,18 @@
+"""The assembled ``tether`` command: the group and error boundary of :mod:`._app` with every
+command module's commands added (the command modules import ``_app``, never this module)."""
+
+from __future__ import annotations
+
+from . import answer, maintenance, runs, serve, worker
+from ._app import cli, invoke
+
+__all__ = ["cli", "invoke"]
+
+for _command in (
+    *runs.COMMANDS,
+    *answer.COMMANDS,
+    *maintenance.COMMANDS,
+    *serve.COMMANDS,
+    *worker.COMMANDS,
+):
+    cli.add_command(_command)

@@ -1,0 +1,240 @@
+"""What the CLI and the web page show of runs, shared so both say the same: the JSON shapes of
+a run, a pending interrupt and a timeline (``tether ... --json`` and the JSON API print the
+same objects), the filters a listing takes, and plain-text renderings (JSON with datetimes as
+ISO 8601, one-line previews, table timestamps). No click, no rich, no Starlette: either front
+end imports it without the other's extra."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import json
+import uuid
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from ._stale import lease_lapses_at, staleness
+from ._trace import trace_id_of
+from .checkpoint import Checkpoint
+from .store.base import Checkpointer, PendingInterrupt, RunRecord
+
+__all__ = [
+    "RUNNER_KINDS",
+    "RUN_STATUSES",
+    "compact",
+    "missing_parents",
+    "pending_json",
+    "pending_state",
+    "run_json",
+    "run_note",
+    "runner_filter",
+    "runner_label",
+    "state_diff",
+    "timeline",
+    "to_json",
+    "when",
+]
+
+RUN_STATUSES = ("queued", "running", "paused", "completed", "failed")
+#: The kinds a runner is shown with (``chain:orders``); a filter may spell the name either way.
+RUNNER_KINDS = frozenset(
+    {"chain", "agent", "swarm", "supervisor", "pydantic_ai", "openai_agents", "langgraph"}
+)
+
+
+def runner_label(run: RunRecord) -> str:
+    """A run's runner as lists show it: ``chain:orders`` (``orders`` for a queued run, whose
+    kind is not known until a worker starts it)."""
+    return f"{run.runner_kind}:{run.runner_name}" if run.runner_kind else run.runner_name
+
+
+def runner_filter(text: str | None) -> str | None:
+    """The runner name a filter names: ``"orders"`` or ``"chain:orders"`` (as lists show it)
+    both give ``"orders"``; ``None`` or blank gives ``None`` (no filter)."""
+    if text is None or not text.strip():
+        return None
+    kind, sep, name = text.strip().partition(":")
+    return name if sep and kind in RUNNER_KINDS and name else text.strip()
+
+
+def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
+    """A run as the JSON object ``runs list`` and ``runs show`` print.
+
+    Besides the run row's fields: ``lease_lapses_at`` (for a ``running`` run, when its lease
+    lapses or lapsed, :func:`tether._stale.lease_lapses_at`), ``stale`` (a ``running`` run
+    nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
+    ``"owner_gone"``, ``"unowned"`` or ``None``),
+    ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
+    ``parent_pruned`` (a fork whose parent run is no longer in the store).
+
+    Args:
+        run: the run.
+        parent_pruned: whether ``run``'s parent was looked up and not found
+            (:func:`missing_parents`).
+    """
+    stale = staleness(run)
+    return {
+        "execution_id": run.execution_id,
+        "runner_name": run.runner_name,
+        "runner_kind": run.runner_kind,
+        "status": run.status,
+        "input": run.input,
+        "parent_execution_id": run.parent_execution_id,
+        "parent_checkpoint_id": run.parent_checkpoint_id,
+        "owner": run.owner,
+        "lease_expires_at": run.lease_expires_at,
+        "error": run.error,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "finished_at": run.finished_at,
+        "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
+        "stale": stale is not None,
+        "stale_reason": None if stale is None else stale.reason,
+        "stale_note": None if stale is None else stale.describe(),
+        "parent_pruned": parent_pruned,
+    }
+
+
+def missing_parents(store: Checkpointer, runs: Iterable[RunRecord]) -> set[str]:
+    """The parents of forks among ``runs`` that the store no longer holds (pruned)."""
+    parents = {r.parent_execution_id for r in runs if r.parent_execution_id}
+    return {p for p in parents if store.get_run(p) is None}
+
+
+def run_note(run: RunRecord, parent_pruned: bool) -> str:
+    """The "note" a runs table shows: staleness, error, lineage."""
+    notes = []
+    stale = staleness(run)
+    if stale is not None:
+        notes.append(stale.describe())
+    if run.error:
+        notes.append(run.error)
+    if run.parent_execution_id:
+        pruned = " (parent pruned)" if parent_pruned else ""
+        notes.append(f"fork of {run.parent_execution_id}{pruned}")
+    return "; ".join(notes)
+
+
+def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
+    """A pending interrupt as JSON; ``state`` is ``waiting``, ``answered`` or ``claimed``."""
+    return {
+        "execution_id": pending.execution_id,
+        "checkpoint_id": pending.checkpoint_id,
+        "node_id": pending.node_id,
+        "agent_path": pending.agent_path,
+        "reason": pending.reason,
+        "context": pending.context,
+        "created_at": pending.created_at,
+        "state": pending_state(pending),
+        "claimed_by": pending.claimed_by,
+        "claim_expires_at": pending.claim_expires_at,
+        "resume_value": pending.resume_value,
+    }
+
+
+def pending_state(pending: PendingInterrupt) -> str:
+    """``waiting`` for an answer, ``answered`` (stored, not yet resumed) or ``claimed``."""
+    if pending.claimed_by:
+        return "claimed"
+    return "waiting" if pending.resume_value is None else "answered"
+
+
+def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
+    """Each checkpoint with the key-level diff of its state against the previous row's, its
+    ``node_input``/``node_output`` (a tool call's arguments, a run's output or error), and its
+    ``label``: what the row records (``"before tool call"``, see :attr:`Checkpoint.label`).
+
+    The first row is compared with the run's input, so it shows what the first step added.
+    """
+    rows = []
+    previous: Any = run.input
+    for cp in checkpoints:
+        rows.append(
+            {
+                "seq": cp.seq,
+                "checkpoint_id": cp.checkpoint_id,
+                "node_id": cp.node_id,
+                "step_type": cp.step_type,
+                "status": cp.status,
+                "label": cp.label,
+                "created_at": cp.created_at,
+                "agent_path": cp.agent_path,
+                "next_node_id": cp.next_node_id,
+                "interrupt_reason": cp.interrupt_reason,
+                "parent_checkpoint_id": cp.parent_checkpoint_id,
+                "node_input": cp.node_input,
+                "node_output": cp.node_output,
+                "diff": state_diff(previous, cp.state_snapshot),
+                "trace_id": trace_id_of(cp),
+            }
+        )
+        previous = cp.state_snapshot
+    return rows
+
+
+def state_diff(before: Any, after: Any) -> dict[str, list[str]]:
+    """Which top-level keys a step added, changed and removed.
+
+    Args:
+        before: the state at the previous boundary (a dict; anything else counts as empty).
+        after: the state at this boundary.
+
+    Returns:
+        ``{"added": [...], "changed": [...], "removed": [...]}``, each list sorted.
+    """
+    old = before if isinstance(before, dict) else {}
+    new = after if isinstance(after, dict) else {}
+    changed = []
+    for key in new.keys() & old.keys():
+        try:
+            same = bool(new[key] == old[key])
+        except Exception:  # a value whose __eq__ raises counts as changed
+            same = False
+        if not same:
+            changed.append(key)
+    return {
+        "added": sorted(map(str, new.keys() - old.keys())),
+        "changed": sorted(map(str, changed)),
+        "removed": sorted(map(str, old.keys() - new.keys())),
+    }
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID | Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return repr(value)
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented JSON; datetimes become ISO 8601, other non-JSON values strings."""
+    return json.dumps(value, default=_default, indent=2, ensure_ascii=False)
+
+
+def compact(value: Any, width: int = 60) -> str:
+    """A one-line JSON rendering, cut to ``width`` characters."""
+    text = json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def when(value: _dt.datetime | None) -> str:
+    """A UTC timestamp for a table cell (``-`` when absent)."""
+    if value is None:
+        return "-"
+    return value.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
