@@ -28,7 +28,6 @@ from ..engine.nesting import (
     join_path,
 )
 from ..errors import ConfigurationError, StoreError
-from ..interrupt import check_resume_value
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
@@ -192,15 +191,11 @@ async def resume(
             pending; or ``agent_path`` is given with an answer and the pending interrupt lies
             outside that subtree.
     """
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await lease.load_run(store, execution_id, runner.name)
-    cp = await rows.latest_resumable(store, execution_id)
+    value, run, cp = await rows.resume_point(store, execution_id, runner.name, resume_value)
     if cp is None:
-        if value is not None:
-            raise rows.no_pending_interrupt(execution_id)
-        await lease.mark_running(store, execution_id, run.status)
-        return await drive_outermost(runner, store, execution_id, run.input, None)
+        input = await rows.restart_input(store, run, value)
+        return await drive_outermost(runner, store, execution_id, input, None)
     reentry = await claim_reentry(
         store, cp, value, agent_path, lease_seconds=runner.claim_lease_seconds, runner=runner
     )
@@ -223,10 +218,10 @@ async def fork(
         RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
         AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
     """
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await lease.load_run(store, execution_id, runner.name)
-    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
+    value, run, src = await rows.fork_point(
+        store, execution_id, runner.name, checkpoint_id, resume_value
+    )
     reentry, source = fork_source(src, value)
     check_reentry(runner, reentry, execution_id)
     eid = await lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)

@@ -12,7 +12,7 @@ from ..engine import lease, rows
 from ..engine.claim import claim
 from ..engine.nesting import check_in_subtree, check_reentry, fork_source, join_path, reentry_of
 from ..errors import ConfigurationError
-from ..interrupt import Answer, check_resume_value
+from ..interrupt import Answer
 from ..llm.messages import Message, Usage
 from ..result import AgentResult
 from ..store.base import RunRecord
@@ -107,20 +107,15 @@ def cursor_at(
 async def resume(
     agent: Agent, execution_id: str, resume_value: Any, agent_path: str | None = None
 ) -> AgentResult:
-    value = check_resume_value(resume_value)
     store = agent.checkpointer
-    run = await lease.load_run(store, execution_id, agent.name)
-    cp = await rows.latest_resumable(store, execution_id)
+    value, run, cp = await rows.resume_point(store, execution_id, agent.name, resume_value)
     if cp is None:
         check_in_subtree(execution_id, "turn:0", _agent_path(agent), value, agent_path)
     else:
         check_in_subtree(execution_id, cp.node_id, cp.agent_path, value, agent_path)
-    if cp is None:
-        if value is not None:
-            raise rows.no_pending_interrupt(execution_id)
-        # Died before its first row committed: start over from the recorded input.
-        await lease.mark_running(store, execution_id, run.status)
-        messages = [Message.from_dict(m) for m in run.input or ()]
+    if cp is None:  # died before its first row committed
+        input = await rows.restart_input(store, run, value)
+        messages = [Message.from_dict(m) for m in input or ()]
         return await drive(agent, store, execution_id, Cursor(messages, 0, Usage()))
     reentry = reentry_of(cp)
     node_id, status, node_input = reentry.node_id, reentry.status, reentry.node_input
@@ -148,10 +143,10 @@ async def fork(
     *,
     new_execution_id: str,
 ) -> AgentResult:
-    value = check_resume_value(resume_value)
     store = agent.checkpointer
-    run = await lease.load_run(store, execution_id, agent.name)
-    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
+    value, run, src = await rows.fork_point(
+        store, execution_id, agent.name, checkpoint_id, resume_value
+    )
     reentry, source = fork_source(src, value)
     check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(

@@ -26,7 +26,7 @@ from ..errors import (
     SerializationError,
     StoreError,
 )
-from ..interrupt import Answer, InterruptScope, Resume, check_resume_value, interrupt_scope
+from ..interrupt import Answer, InterruptScope, Resume, interrupt_scope
 from ..result import ChainResult
 from ..store.base import RunRecord
 
@@ -74,10 +74,8 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
 async def resume(
     chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
 ) -> ChainResult:
-    value = check_resume_value(resume_value)
     store = chain.checkpointer
-    run = await lease.load_run(store, execution_id, chain.name)
-    cp = await rows.latest_resumable(store, execution_id)
+    value, run, cp = await rows.resume_point(store, execution_id, chain.name, resume_value)
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
@@ -86,12 +84,9 @@ async def resume(
         cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
         cursor.reentry = reentry.deeper()
         return await _drive(chain, store, execution_id, cursor)
-    if cp is None:
-        if value is not None:
-            raise rows.no_pending_interrupt(execution_id)
-        # Crashed before its first node committed: start over from the recorded input.
-        await lease.mark_running(store, execution_id, run.status)
-        return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
+    if cp is None:  # crashed before its first node committed
+        input = await rows.restart_input(store, run, value)
+        return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(input or {})))
     _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=chain.claim_lease_seconds)
@@ -128,10 +123,10 @@ async def fork(
     *,
     new_execution_id: str,
 ) -> ChainResult:
-    value = check_resume_value(resume_value)
     store = chain.checkpointer
-    run = await lease.load_run(store, execution_id, chain.name)
-    src = await rows.fork_source_row(store, execution_id, checkpoint_id, value)
+    value, run, src = await rows.fork_point(
+        store, execution_id, chain.name, checkpoint_id, resume_value
+    )
     if state_updates is not None and not isinstance(state_updates, dict):
         raise ConfigurationError(
             f"state_updates must be a dict, got {type(state_updates).__name__}",

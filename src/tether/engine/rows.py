@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from .. import serde
 from ..checkpoint import RUN_END, Checkpoint, StepType
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
-from ..interrupt import Answer, Resume, answers_with, stored_answers
-from .lease import ending
+from ..interrupt import Answer, Resume, answers_with, check_resume_value, stored_answers
+from .lease import ending, load_run, mark_running
 
 if TYPE_CHECKING:
     from ..errors import InterruptSignal
-    from ..store.base import Checkpointer, PendingInterrupt
+    from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 
 __all__ = [
     "branch_answers",
@@ -32,6 +32,7 @@ __all__ = [
     "fail_run",
     "failure",
     "fork_origin",
+    "fork_point",
     "fork_source_row",
     "latest_resumable",
     "no_pending_interrupt",
@@ -39,6 +40,8 @@ __all__ = [
     "not_paused",
     "pause",
     "record_pause",
+    "restart_input",
+    "resume_point",
     "run_end",
     "source_of",
     "step",
@@ -248,6 +251,55 @@ def not_an_interrupt(src: Checkpoint) -> AlreadyResumed:
 
 
 # -- what resume reads ----------------------------------------------------------------------
+
+
+async def resume_point(
+    store: Checkpointer, execution_id: str, runner_name: str, resume_value: Any
+) -> tuple[Resume | None, RunRecord, Checkpoint | None]:
+    """What every resume reads first: the answer (checked to be a ``Resume``), the run
+    (checked to be ``runner_name``'s) and the row it re-enters (:func:`latest_resumable`;
+    ``None`` when no step committed).
+
+    Raises:
+        ChainResumeError: ``resume_value`` is not a ``Resume``.
+        RunNotFoundError, RunnerMismatchError: see :func:`tether.engine.lease.load_run`.
+        AlreadyResumed: the run completed.
+    """
+    value = check_resume_value(resume_value)
+    run = await load_run(store, execution_id, runner_name)
+    return value, run, await latest_resumable(store, execution_id)
+
+
+async def restart_input(store: Checkpointer, run: RunRecord, value: Resume | None) -> Any:
+    """The input a run with no committed step starts over from (it died before its first row),
+    after setting it running; an answer is refused, since nothing can be pending.
+
+    Raises:
+        AlreadyResumed: ``value`` was given.
+    """
+    if value is not None:
+        raise no_pending_interrupt(run.execution_id)
+    await mark_running(store, run.execution_id, run.status)
+    return run.input
+
+
+async def fork_point(
+    store: Checkpointer,
+    execution_id: str,
+    runner_name: str,
+    checkpoint_id: str | None,
+    resume_value: Any,
+) -> tuple[Resume | None, RunRecord, Checkpoint]:
+    """What every fork reads first: the answer for the branch, the source run (checked to be
+    ``runner_name``'s) and the row it branches from (:func:`fork_source_row`).
+
+    Raises:
+        ChainResumeError: ``resume_value`` is not a ``Resume``, or it names another row.
+        RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
+    """
+    value = check_resume_value(resume_value)
+    run = await load_run(store, execution_id, runner_name)
+    return value, run, await fork_source_row(store, execution_id, checkpoint_id, value)
 
 
 def no_pending_interrupt(execution_id: str) -> AlreadyResumed:

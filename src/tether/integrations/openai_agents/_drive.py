@@ -29,7 +29,7 @@ from ...errors import (
     SerializationError,
     StoreError,
 )
-from ...interrupt import Resume, answers_with, check_resume_value
+from ...interrupt import Resume, answers_with
 from ...store.base import RunRecord
 from ._calls import _arguments
 from ._journal import Journal, Scope, journal_scope, segment
@@ -85,10 +85,8 @@ async def start(runner: TetherAgent, first: Start, execution_id: str) -> TetherR
 
 @_lease.leased_resume
 async def resume(runner: TetherAgent, execution_id: str, resume_value: Any) -> TetherRunResult:
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await _lease.load_run(store, execution_id, runner.name)
-    cp = await rows.latest_resumable(store, execution_id)
+    value, run, cp = await rows.resume_point(store, execution_id, runner.name, resume_value)
     journal = Journal.from_state(
         store, execution_id, runner.segment, None if cp is None else cp.state_snapshot
     )
@@ -118,10 +116,10 @@ async def fork(
     *,
     new_execution_id: str,
 ) -> TetherRunResult:
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await _lease.load_run(store, execution_id, runner.name)
-    src = await rows.fork_source_row(store, execution_id, checkpoint_id)
+    value, run, src = await rows.fork_point(
+        store, execution_id, runner.name, checkpoint_id, resume_value
+    )
     source = rows.source_of(src)
     if value is not None and source["status"] != "interrupted":
         raise rows.not_an_interrupt(src)

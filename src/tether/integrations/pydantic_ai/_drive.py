@@ -37,7 +37,6 @@ from ...interrupt import (
     Answer,
     InterruptScope,
     answers_with,
-    check_resume_value,
     interrupt_scope,
 )
 from ...store.base import Checkpointer, RunRecord
@@ -295,16 +294,11 @@ async def start(runner: TetherAgent[Any, Any], args: StartArgs, execution_id: st
 async def resume(
     runner: TetherAgent[Any, Any], execution_id: str, resume_value: Any, options: DriveOptions
 ) -> Any:
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await _lease.load_run(store, execution_id, runner.name)
+    value, run, cp = await rows.resume_point(store, execution_id, runner.name, resume_value)
     run_input = RunInput.from_json(run.input)
-    cp = await rows.latest_resumable(store, execution_id)
-    if cp is None:
-        if value is not None:
-            raise rows.no_pending_interrupt(execution_id)
-        # Died before its first row committed: run again from the stored input.
-        await _lease.mark_running(store, execution_id, run.status)
+    if cp is None:  # died before its first row committed: run again from the stored input
+        await rows.restart_input(store, run, value)
         return await _Drive(runner, store, execution_id, {}, None).run(run_input, options)
     if cp.status == "interrupted":
         key = _question_key(cp.node_input, execution_id)
@@ -329,11 +323,11 @@ async def fork(
     *,
     new_execution_id: str,
 ) -> Any:
-    value = check_resume_value(resume_value)
     store = runner.checkpointer
-    run = await _lease.load_run(store, execution_id, runner.name)
+    value, run, src = await rows.fork_point(
+        store, execution_id, runner.name, checkpoint_id, resume_value
+    )
     run_input = RunInput.from_json(run.input)
-    src = await rows.fork_source_row(store, execution_id, checkpoint_id)
     source = rows.source_of(src)
     state = dict(src.state_snapshot)
     if source["status"] == "interrupted" and value is not None:
