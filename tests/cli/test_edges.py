@@ -4,7 +4,7 @@ command, the ``queued`` status, either spelling of a runner, enqueueing an unkno
 from __future__ import annotations
 
 from tests.cli.test_cli import APP, as_json, paused_run, tether_cli
-from tether.worker import enqueue
+from tether.worker_process import enqueue
 
 
 def test_global_options_before_the_command_act_as_the_commands_own(store, db_url):

@@ -130,7 +130,7 @@ def test_a_form_posted_to_another_runs_address_changes_nothing(client, store):
 
 
 def test_api_limits_queued_status_and_either_spelling_of_a_runner(client, store):
-    from tether.worker import enqueue
+    from tether.worker_process import enqueue
 
     paused = paused_run(store)
     queued = enqueue(store, "orders", {"order_id": "Q-1", "amount": 5})

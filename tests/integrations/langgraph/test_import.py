@@ -18,7 +18,7 @@ def test_the_integration_exports_exactly_its_public_names() -> None:
 
 def test_import_tether_its_cli_and_stores_do_not_import_langgraph() -> None:
     code = (
-        "import sys, tether, tether.cli, tether.worker, tether.integrations\n"
+        "import sys, tether, tether.cli, tether.worker_process, tether.integrations\n"
         "import tether.store.sqlite, tether.store.postgres\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('langgraph', 'langchain_core'))\n"
