@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -142,6 +143,73 @@ def _assert_run(store: Checkpointer, execution_id: str) -> None:
         )
 
 
+Reads = Generator[int | None, Any, "Checkpoint | None"]
+"""A rule over a run's rows written once for the sync and the async reader (the drivers:
+:func:`read_rows` here, ``tether.engine.rows.aread_rows``): it yields what it needs read and
+is sent the answer. It yields :data:`RESUMABLE` for the store's one-read ``get_resumable``
+(sent ``(row, run_end_status)``), or a ``before_seq`` (``None``: the newest) for ``get_last``
+(sent the row or ``None``), and returns the row it picks."""
+
+RESUMABLE: Final = -1
+
+
+def past_run_ends(row: Checkpoint | None) -> Reads:
+    """``row``, or the newest row before it when it is a run-end tombstone (which addresses no
+    step): what resume and fork both step over."""
+    while row is not None and row.is_run_end:
+        row = yield row.seq
+    return row
+
+
+def resumable_rows(execution_id: str, *, fast: bool) -> Reads:
+    """The rule of resume (docs/design.md §4): the newest row past a run end, refusing a run
+    whose newest row is a ``completed`` run end. ``fast``: the store has ``get_resumable``.
+
+    Raises:
+        AlreadyResumed: the run completed.
+    """
+    cp: Checkpoint | None
+    ended: str | None
+    if fast:
+        cp, ended = yield RESUMABLE
+    else:
+        cp = yield None
+        ended = cp.status if cp is not None and cp.is_run_end else None
+        cp = yield from past_run_ends(cp)
+    if ended == "completed":
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; fork it to branch a new run",
+            execution_id=execution_id,
+        )
+    return cp
+
+
+def forkable_rows() -> Reads:
+    """The rule of fork (docs/design.md §9): the newest row past a run end; a finished run is
+    the ordinary case, never refused."""
+    newest: Checkpoint | None = yield None
+    return (yield from past_run_ends(newest))
+
+
+def read_rows(
+    rule: Reads, store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
+) -> Checkpoint | None:
+    """Run ``rule`` (:data:`Reads`) against a store's sync reads."""
+    try:
+        ask = next(rule)
+        while True:
+            if ask == RESUMABLE:
+                got: Any = store.get_resumable(execution_id)  # type: ignore[attr-defined]
+            else:
+                got = store.get_last(
+                    execution_id, before_seq=ask, agent_path_prefix=agent_path_prefix
+                )
+            ask = rule.send(got)
+    except StopIteration as done:
+        result: Checkpoint | None = done.value
+        return result
+
+
 def latest_resumable(
     store: Checkpointer, execution_id: str, *, agent_path_prefix: str | None = None
 ) -> Checkpoint | None:
@@ -163,24 +231,11 @@ def latest_resumable(
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
     """
-    cp: Checkpoint | None
-    fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
-    if fast is not None:  # the bundled stores: one read
-        cp, ended = fast(execution_id)
-    else:
-        cp = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
-        ended = cp.status if cp is not None and cp.is_run_end else None
-        while cp is not None and cp.is_run_end:
-            cp = store.get_last(
-                execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
-            )
-    if cp is None and ended is None:
+    # The bundled stores read the resumable row in one statement.
+    fast = agent_path_prefix is None and callable(getattr(store, "get_resumable", None))
+    cp = read_rows(resumable_rows(execution_id, fast=fast), store, execution_id, agent_path_prefix)
+    if cp is None:
         _assert_run(store, execution_id)
-    if ended == "completed":
-        raise AlreadyResumed(
-            f"run {execution_id!r} already completed; fork it to branch a new run",
-            execution_id=execution_id,
-        )
     return cp
 
 
@@ -195,12 +250,7 @@ def latest_forkable(
     Raises:
         RunNotFoundError: no run has this id.
     """
-    last = store.get_last(execution_id, agent_path_prefix=agent_path_prefix)
-    if last is None:
+    cp = read_rows(forkable_rows(), store, execution_id, agent_path_prefix)
+    if cp is None:
         _assert_run(store, execution_id)
-        return None
-    while last is not None and last.is_run_end:
-        last = store.get_last(
-            execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
-        )
-    return last
+    return cp

@@ -15,7 +15,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import serde
-from ..checkpoint import RUN_END, Checkpoint, StepType
+from ..checkpoint import (
+    RESUMABLE,
+    RUN_END,
+    Checkpoint,
+    Reads,
+    StepType,
+    forkable_rows,
+    past_run_ends,
+    resumable_rows,
+)
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
 from ..interrupt import Answer, Resume, answers_with, check_resume_value, stored_answers
 from .lease import ending, load_run, mark_running
@@ -322,42 +331,43 @@ def not_paused(cp: Checkpoint) -> AlreadyResumed:
 async def committed_state(store: Checkpointer, execution_id: str) -> dict[str, Any]:
     """The state as of the run's last committed step, stepping over a run end (its input if
     no step committed yet)."""
-    last = await store.aget_last(execution_id)
-    while last is not None and last.is_run_end:
-        last = await store.aget_last(execution_id, before_seq=last.seq)
+    last = await aread_rows(forkable_rows(), store, execution_id)
     if last is not None:
         return last.state_snapshot
     run = await store.aget_run(execution_id)
     return dict(run.input or {}) if run is not None else {}
 
 
-async def latest_resumable(
-    store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
+async def aread_rows(
+    rule: Reads, store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
 ) -> Checkpoint | None:
+    """Run ``rule`` (:data:`tether.checkpoint.Reads`) against a store's async reads."""
+    try:
+        ask = next(rule)
+        while True:
+            if ask == RESUMABLE:
+                got: Any = await store.aget_resumable(execution_id)  # type: ignore[attr-defined]
+            else:
+                got = await store.aget_last(
+                    execution_id, before_seq=ask, agent_path_prefix=agent_path_prefix
+                )
+            ask = rule.send(got)
+    except StopIteration as done:
+        result: Checkpoint | None = done.value
+        return result
+
+
+async def latest_resumable(store: Checkpointer, execution_id: str) -> Checkpoint | None:
     """The row resume re-enters: the newest row that is not a run-end marker (a failed run
-    stays resumable), or ``None`` when no step committed (docs/design.md §4). One read on the
-    bundled stores (``aget_resumable``); any other store is walked back with ``aget_last``.
+    stays resumable), or ``None`` when no step committed (docs/design.md §4; the rule is
+    :func:`tether.checkpoint.resumable_rows`). One read on the bundled stores
+    (``aget_resumable``); any other store is walked back with ``aget_last``.
 
     Raises:
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
     """
-    cp: Checkpoint | None
-    fast = getattr(store, "aget_resumable", None) if agent_path_prefix is None else None
-    if fast is not None:
-        cp, last_status = await fast(execution_id)
-    else:
-        cp = await store.aget_last(execution_id, agent_path_prefix=agent_path_prefix)
-        last_status = cp.status if cp is not None and cp.is_run_end else None
-        while cp is not None and cp.is_run_end:
-            cp = await store.aget_last(
-                execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
-            )
-    if last_status == "completed":
-        raise AlreadyResumed(
-            f"run {execution_id!r} already completed; fork it to branch a new run",
-            execution_id=execution_id,
-        )
-    return cp
+    fast = callable(getattr(store, "aget_resumable", None))
+    return await aread_rows(resumable_rows(execution_id, fast=fast), store, execution_id)
 
 
 async def fork_source_row(
@@ -386,8 +396,7 @@ async def fork_source_row(
                 f"run {execution_id!r} has no checkpoint {checkpoint_id!r}",
                 execution_id=execution_id,
             )
-    while src is not None and src.is_run_end:
-        src = await store.aget_last(execution_id, before_seq=src.seq)
+    src = await aread_rows(past_run_ends(src), store, execution_id)
     if src is None:
         raise CheckpointNotFoundError(
             f"run {execution_id!r} has no checkpoint to fork from yet", execution_id=execution_id
