@@ -136,7 +136,7 @@ def __getattr__(name: str) -> Any:
 
         return PostgresCheckpointer
     if name == "worker":  # the deprecated name of tether.worker_process (it warns)
-        import importlib
+        import tether.worker
 
-        return importlib.import_module(".worker", __name__)
+        return tether.worker
     raise AttributeError(f"module 'tether' has no attribute {name!r}")
