@@ -1,7 +1,7 @@
 """The record of decisions: who answered a run's interrupt, when, how, and with what.
 
 Checkpoints record what a run did; the audit trail records what people (and the processes
-acting for them) decided about it (docs/design.md, "The audit trail"). Every answer to an
+acting for them) decided about it (docs/design.md §5, "The audit trail"). Every answer to an
 interrupt is one :class:`AuditEntry`, written by the store in the same transaction that stores
 the answer, so an answer is never applied without its record and a record never names an
 answer that was refused. Entries are kept as long as the run is (``prune`` deletes them with

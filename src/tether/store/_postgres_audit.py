@@ -22,10 +22,10 @@ from ._audit_codec import (
 )
 from ._postgres_io import Database, Plan
 
-__all__ = ["AUDITED", "MIGRATION_V5", "PostgresAudit", "audit_named_params"]
+__all__ = ["AUDITED", "MIGRATION_V6", "PostgresAudit", "audit_named_params"]
 
-# v5: the audit trail.
-MIGRATION_V5: Final[tuple[str, ...]] = (
+# v6: the audit trail.
+MIGRATION_V6: Final[tuple[str, ...]] = (
     """CREATE TABLE {schema}.audit_log (
         entry_id bigserial PRIMARY KEY,
         execution_id text NOT NULL,

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._postgres_audit import AUDITED, MIGRATION_V5
+from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -87,8 +88,10 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # runs_status_idx goes: runs_queue_idx leads with status too and serves the same lookups,
     # while (status, updated_at) changed on every lease take, heartbeat and status write.
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
-    # v5: the audit trail (see _postgres_audit).
-    5: MIGRATION_V5,
+    # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+    5: POSTGRES_MIGRATION_V5,
+    # v6: the audit trail (see _postgres_audit).
+    6: MIGRATION_V6,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.

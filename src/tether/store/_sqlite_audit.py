@@ -24,11 +24,11 @@ from ._audit_codec import (
     since_utc,
 )
 
-__all__ = ["MIGRATION_V5", "SQLiteAudit"]
+__all__ = ["MIGRATION_V6", "SQLiteAudit"]
 
-# v5: the audit trail. AUTOINCREMENT: an entry_id is never reused, even after prune deletes
+# v6: the audit trail. AUTOINCREMENT: an entry_id is never reused, even after prune deletes
 # the newest entries, so an exported trail's ids stay unique.
-MIGRATION_V5: Final[tuple[str, ...]] = (
+MIGRATION_V6: Final[tuple[str, ...]] = (
     """CREATE TABLE audit_log (
         entry_id INTEGER PRIMARY KEY AUTOINCREMENT,
         execution_id TEXT NOT NULL,

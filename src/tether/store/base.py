@@ -248,7 +248,7 @@ class Checkpointer(Protocol):
         shown), if the run waits on another question by then: checked in the same statement,
         so an answer never lands on a question nobody saw (docs/design.md, "Interrupts and the
         claim"). ``audit`` is appended to the run's audit trail in the same transaction, only
-        when the answer is stored (docs/design.md, "The audit trail")."""
+        when the answer is stored (docs/design.md §5, "The audit trail")."""
 
     # --- audit trail ----------------------------------------------------------------------
     def record_audit(self, entry: AuditEntry) -> None:

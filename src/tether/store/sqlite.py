@@ -40,15 +40,16 @@ from ..errors import (
 )
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
+from ._langgraph_sql import SQLITE_MIGRATION_V5
 from ._leases import Fences, creation_lease_seconds
-from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V5, SQLiteAudit, insert_audit
+from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -134,8 +135,10 @@ MIGRATIONS[3] = (
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
-# v5: the audit trail (see _sqlite_audit).
-MIGRATIONS[5] = MIGRATION_V5
+# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
