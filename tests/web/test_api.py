@@ -308,17 +308,21 @@ def test_sessions_are_signed_and_expire():
     assert not sessions.csrf_ok(session, "")
 
 
-def test_ids_holding_a_slash_open_and_answer(client, store):
+def test_ids_holding_a_slash_open_and_answer_only_when_encoded_as_one_segment(client, store):
     from tests.support.chains import orders_chain
 
     eid = "tenant/order-1"
     orders_chain(store).run({"order_id": "S-1", "amount": 500}, execution_id=eid)
-    assert client.get(f"/api/runs/{eid}", headers=bearer()).json()["run"]["execution_id"] == eid
-    answered = client.post(f"/api/runs/{eid}/approve", json={}, headers=bearer())
+    split = client.get(f"/api/runs/{eid}", headers=bearer())
+    assert split.status_code == 404 and "percent-encoded" in split.json()["error"]
+    encoded = "tenant%2Forder-1"
+    shown = client.get(f"/api/runs/{encoded}", headers=bearer())
+    assert shown.json()["run"]["execution_id"] == eid
+    answered = client.post(f"/api/runs/{encoded}/approve", json={}, headers=bearer())
     assert answered.status_code == 200, answered.text
     assert store.get_run(eid).status == "completed"
     assert login(client).status_code == 303
-    page = client.get(f"/runs/{eid}")
+    page = client.get(f"/runs/{encoded}")
     assert page.status_code == 200 and "tenant/order-1" in page.text
 
 

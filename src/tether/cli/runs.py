@@ -15,6 +15,7 @@ from ..checkpoint import Checkpoint, run_result
 from ..errors import RunNotFoundError
 from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
+from ._filters import RUN_STATUSES, runner_filter, runner_label
 from ._render import (
     compact,
     diff_markup,
@@ -26,7 +27,6 @@ from ._render import (
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 
@@ -138,7 +138,12 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
+@click.option(
+    "--name",
+    "runner_name",
+    metavar="RUNNER",
+    help="Only runs of this runner ('orders' or 'chain:orders').",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @store_options
 def runs_list(
@@ -147,7 +152,7 @@ def runs_list(
     """List runs, newest first."""
     store = open_store(db_url)
     try:
-        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        found = store.list_runs(status=status, runner_name=runner_filter(runner_name), limit=limit)
         pruned = missing_parents(store, found)
     finally:
         store.close()
@@ -168,7 +173,7 @@ def runs_list(
         note = run_note(run, run.parent_execution_id in pruned)
         table.add_row(
             run.execution_id,
-            escape(f"{run.runner_kind}:{run.runner_name}"),
+            escape(runner_label(run)),
             run_status_markup(run),
             when(run.created_at),
             when(run.updated_at),

@@ -7,6 +7,7 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from ..audit import answer_metadata
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
+from ..cli._filters import RUN_STATUSES, runner_filter
 from ..cli.answer import store_answer
 from ..cli.runs import missing_parents, pending_json, run_detail, run_json
 from ..errors import (
@@ -38,7 +40,11 @@ from ..store.base import Checkpointer
 
 T = TypeVar("T")
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
+#: An answer's note, in characters; its data, encoded as JSON, in bytes (docs/web.md).
+NOTE_MAX_CHARS = 2000
+DATA_MAX_BYTES = 64 * 1024
+#: A request body (the API's JSON, a form): room for the largest note and data.
+BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
 
 
 class ActionError(Exception):
@@ -73,6 +79,24 @@ class Answer:
     checkpoint_id: str | None = None
     via: str = "web"
     actor: str | None = None
+
+    def check_size(self) -> None:
+        """Refuse a note over :data:`NOTE_MAX_CHARS` (400) or data over
+        :data:`DATA_MAX_BYTES` as JSON (413).
+
+        Raises:
+            ActionError: the note or the data is too large; nothing was stored.
+        """
+        if self.note is not None and len(self.note) > NOTE_MAX_CHARS:
+            raise ActionError(
+                400, f"the note is {len(self.note)} characters; at most {NOTE_MAX_CHARS}"
+            )
+        if self.data is not None:
+            size = len(json.dumps(self.data, separators=(",", ":"), default=str).encode())
+            if size > DATA_MAX_BYTES:
+                raise ActionError(
+                    413, f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
+                )
 
     def to_resume(self, checkpoint_id: str) -> Resume:
         metadata = answer_metadata(self.via, self.actor, self.note or None)
@@ -115,7 +139,9 @@ class Service:
             raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
 
         def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
+            found = self.store.list_runs(
+                status=status, runner_name=runner_filter(runner_name), limit=limit
+            )
             pruned = missing_parents(self.store, found)
             return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
 
@@ -171,10 +197,12 @@ class Service:
         question by the time it is stored or claimed.
 
         Raises:
-            ActionError: 404 no such run; 409 the interrupt was already answered, the run is
-                not waiting for an answer, waits on another question than the one answered,
-                or another resumer won the race (nothing changed).
+            ActionError: 400 a note over :data:`NOTE_MAX_CHARS`; 413 data over
+                :data:`DATA_MAX_BYTES`; 404 no such run; 409 the interrupt was already
+                answered, the run is not waiting for an answer, waits on another question
+                than the one answered, or another resumer won the race (nothing changed).
         """
+        answer.check_size()
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
