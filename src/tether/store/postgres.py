@@ -55,6 +55,7 @@ from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionErro
 from . import _codec
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
+from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
@@ -886,6 +887,8 @@ class PostgresCheckpointer(PostgresLeases):
         result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
         result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
         yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
+        for statement in POSTGRES_PRUNE_THREADS:  # a LangGraph run's thread
+            yield self._q(statement), (ids,)
         yield self._q(q.DELETE_RUNS), (ids,)
         return result
 
