@@ -72,7 +72,8 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             return  # a writer holds it: it is a database; the store itself will wait
-        raise CorruptRecordError(f"{path!r} is not a readable tether SQLite database: {exc}") from exc
+        text = f"{path!r} is not a readable tether SQLite database: {exc}"
+        raise CorruptRecordError(text) from exc
     finally:
         conn.close()
     from .sqlite import SCHEMA_VERSION
@@ -122,7 +123,8 @@ def check_postgres(url: str, *, allow_older: bool = False) -> None:
             )
             raise StoreUnavailableError(
                 f"no tether store in schema {schema!r} of {where} (schemas holding one: "
-                f"{others or 'none'}); check ?schema= in --db / TETHER_DATABASE_URL ({_CREATE_HINT})"
+                f"{others or 'none'}); check ?schema= in --db / TETHER_DATABASE_URL "
+                f"({_CREATE_HINT})"
             )
         found = conn.execute(
             psycopg.sql.SQL("SELECT MAX(version) FROM {}.tether_schema").format(
