@@ -80,6 +80,29 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
+def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``postgresql://`` URL as libpq's DSN and the constructor's options (its ``schema``
+    query parameter moved into ``options``), as :meth:`PostgresCheckpointer.from_url` reads it.
+
+    Raises:
+        ConfigurationError: not a Postgres URL, or two different schemas asked for.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(options)
+    schemas = {v for k, v in query if k == "schema"}
+    if "schema" in options:
+        schemas.add(options["schema"])
+    if len(schemas) > 1:
+        raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
+    if schemas:
+        options["schema"] = schemas.pop()
+    rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
+
+
 class PostgresCheckpointer(PostgresLeases, PostgresAudit):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
@@ -203,19 +226,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit):
         Raises:
             ConfigurationError: not a Postgres URL, or two different schemas asked for.
         """
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
-            raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = {v for k, v in query if k == "schema"}
-        if "schema" in options:
-            schemas.add(options["schema"])
-        if len(schemas) > 1:
-            raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
-        if schemas:
-            options["schema"] = schemas.pop()
-        rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
+        dsn, options = split_url(url, options)
         return cls(dsn, **options)
 
     def __repr__(self) -> str:
