@@ -89,7 +89,7 @@ def serve(
             "on a loopback host",
             _errors.BAD_INPUT,
         )
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     registry = open_app(app_spec, db_url) if app_spec else None
     hosts = allowed_hosts_for(host, allowed_host)
     if not hosts:
