@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -23,6 +26,7 @@ from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
 from ._guard import LOOPBACK_NAMES, HostGuard
+from ._operate import fork_form, resume_form
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
 from ._users import Throttle, Users, check_shared_token
@@ -51,6 +55,8 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "run_resumed": "Resumed through its runner.",
+    "forked": "This run is a fork, branched and run from the checkpoint you chose.",
 }
 
 
@@ -105,7 +111,9 @@ class _Web:
             autoescape=True,  # everything from the store is untrusted text
             undefined=StrictUndefined,
         )
-        self.templates.filters.update(when=when, pretty=_pretty, compact=compact, run_url=run_url)
+        self.templates.filters.update(
+            when=when, pretty=_pretty, compact=compact, run_url=run_url, inspect_url=_inspect_url
+        )
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
         """A store error (a corrupt row, a database that went away) as a 500, or a 503 when
@@ -279,9 +287,14 @@ class _Web:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        return await self._render_run(request, session, request.path_params["execution_id"])
+        return await self.render_run(
+            request,
+            session,
+            request.path_params["execution_id"],
+            checkpoint_id=request.query_params.get("checkpoint") or None,
+        )
 
-    async def _render_run(
+    async def render_run(
         self,
         request: Request,
         session: tuple[Session, str | None],
@@ -290,9 +303,10 @@ class _Web:
         error: str | None = None,
         status_code: int = 200,
         form: dict[str, str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Response:
         try:
-            shown = await self.service.run(execution_id)
+            shown = await self.service.run(execution_id, checkpoint_id)
         except ActionError as exc:
             return self._page(
                 request,
@@ -304,9 +318,11 @@ class _Web:
         context = {**shown, "error": error, "form": form or {}}
         return self._page(request, "run.html", context, status_code=status_code, session=session)
 
-    async def answer_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        approved = request.path_params["action"] == "approve"
+    async def operator_post(
+        self, request: Request
+    ) -> tuple[FormData, tuple[Session, None]] | Response:
+        """A form post's fields and session, once its size, CSRF token and login are checked;
+        else the response that refuses it."""
         try:
             await _capped_body(request)
         except ActionError as exc:
@@ -324,11 +340,20 @@ class _Web:
         assert current is not None  # csrf_ok holds only for a loaded session
         if not current.authenticated:
             return self._login_redirect(request)
-        session = (current, None)
+        return form, (current, None)
+
+    async def answer_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        approved = request.path_params["action"] == "approve"
+        checked = await self.operator_post(request)
+        if isinstance(checked, Response):
+            return checked
+        form, session = checked
+        current = session[0]
         posted_id = _field(form.get("execution_id"))
         if posted_id is not None and posted_id != execution_id:
             # The form was written for another run than the address it reached.
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -343,7 +368,7 @@ class _Web:
         try:
             data = json.loads(data_text) if data_text else None
         except json.JSONDecodeError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -357,7 +382,7 @@ class _Web:
                 Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
@@ -462,6 +487,13 @@ class _Web:
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
+
+
+def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
+    """The run page showing one checkpoint in the inspector."""
+    target = run_url(execution_id)
+    joiner = "&" if "?" in target else "?"
+    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
 
 
 def _client(request: Request) -> str:
@@ -589,6 +621,8 @@ def create_app(
             ("GET", ""): web.run_page,
             ("POST", "approve"): web.answer_form,
             ("POST", "reject"): web.answer_form,
+            ("POST", "resume"): functools.partial(resume_form, web),
+            ("POST", "fork"): functools.partial(fork_form, web),
         },
         web.not_found,
     )
