@@ -80,6 +80,14 @@ def test_a_checkpoint_shows_its_values_and_what_changed_against_the_row_before(s
     with _client(store, orders_chain(store)) as client:
         shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()
         assert shown["inspected"] is None
+        picked = client.get(
+            f"/api/runs/{eid}?checkpoint={charge.checkpoint_id}", headers=bearer()
+        ).json()["inspected"]
+        assert picked["node_id"] == "charge" and picked["seq"] == 2
+        assert {c["key"]: c["change"] for c in picked["changes"]} == {
+            "receipt": "added",
+            "log": "changed",
+        }
         assert login(client).status_code == 303
         page = client.get(f"/runs/{eid}?checkpoint={charge.checkpoint_id}").text
         missing = client.get(f"/runs/{eid}?checkpoint=nope")

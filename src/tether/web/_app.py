@@ -442,7 +442,11 @@ class _Web:
         if denied := await self._api_denied(request):
             return denied
         try:
-            return _json(await self.service.run(request.path_params["execution_id"]))
+            shown = await self.service.run(
+                request.path_params["execution_id"],
+                request.query_params.get("checkpoint") or None,
+            )
+            return _json(shown)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
 
