@@ -264,6 +264,29 @@ class _Web:
         items = await self.service.pending()
         return self._page(request, "pending.html", {"items": items}, session=session)
 
+    async def audit_page(self, request: Request) -> Response:
+        session = self._logged_in(request)
+        if session is None:
+            return self._login_redirect(request)
+        since = request.query_params.get("since") or "7d"
+        try:
+            entries = await self.service.audit(since, _limit(request, 500))
+        except ActionError as exc:
+            return self._page(
+                request, "error.html", {"error": exc.message}, status_code=400, session=session
+            )
+        context = {"entries": entries, "since": since}
+        return self._page(request, "audit.html", context, session=session)
+
+    async def api_audit(self, request: Request) -> Response:
+        if denied := await self._api_denied(request):
+            return denied
+        try:
+            since = request.query_params.get("since") or "7d"
+            return _json(await self.service.audit(since, _limit(request, 500)))
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+
     async def runs_page(self, request: Request) -> Response:
         session = self._logged_in(request)
         if session is None:
@@ -612,6 +635,8 @@ def create_app(
         Route("/logout", web.logout, methods=["POST"]),
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
+        Route("/audit", web.audit_page),
+        Route("/api/audit", web.api_audit),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
