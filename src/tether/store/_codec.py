@@ -19,6 +19,7 @@ from ._compression import COMPRESS_MIN_BYTES, check_compress_min_bytes, compress
 from ._delta import (
     Head,
     apply_row_of,
+    copy_raw,
     decode_state,
     empty_head,
     encode_next,
@@ -257,10 +258,11 @@ def resume_point(
         raise CorruptRecordError("state chain does not start at a full snapshot")
     raw: dict[str, Any] = {}
     at_target: dict[str, Any] | None = None
-    for seq, kind, payload in chain:
-        raw = apply_row_of(newest[1], seq, raw, kind, payload)
+    last = len(chain) - 1
+    for i, (seq, kind, payload) in enumerate(chain):
+        raw = apply_row_of(newest[1], seq, raw, kind, payload, in_place=True)
         if target is not None and seq == target[2]:
-            at_target = raw
+            at_target = raw if i == last else copy_raw(raw)
     if chain[-1][0] != newest[2] or (target is not None and at_target is None):
         raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
     head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])
