@@ -185,11 +185,12 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, maintenance, runs, serve, worker
+    from . import answer, audit, maintenance, runs, serve, worker
 
     for command in (
         *runs.COMMANDS,
         *answer.COMMANDS,
+        *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
         *worker.COMMANDS,

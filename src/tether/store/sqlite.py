@@ -29,6 +29,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import (
     ConcurrentWriteError,
@@ -41,13 +42,14 @@ from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
 from ._langgraph_sql import SQLITE_MIGRATION_V5
 from ._leases import Fences, creation_lease_seconds
+from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -135,6 +137,8 @@ MIGRATIONS[3] = (
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -236,7 +240,7 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -757,6 +761,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         value = _codec.dump_json(resume_value, "resume_value")
         now = _now()
@@ -780,6 +785,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 conn.execute(
                     UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
                 )
+                if audit is not None and value is not None:
+                    insert_audit(conn, audit, now)
         return None if row is None else _codec.pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
@@ -804,11 +811,15 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         value = _codec.dump_json(resume_value, "resume_value")
         params = (value, execution_id, checkpoint_id, checkpoint_id)
         with self._write() as conn:
-            return conn.execute(ANSWER_PENDING, params).rowcount == 1
+            stored = conn.execute(ANSWER_PENDING, params).rowcount == 1
+            if stored and audit is not None:
+                insert_audit(conn, audit, _now())
+            return stored
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -862,6 +873,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    conn.execute(DELETE_AUDIT_OF, (eid,))
                     conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
                 result.runs += 1
                 result.checkpoints += n_cp

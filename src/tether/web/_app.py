@@ -412,6 +412,7 @@ class _Web:
             body.get("note"),
             body.get("data"),
             checkpoint_id=shown,
+            via="api",
         )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)

@@ -17,18 +17,21 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .._runner import question_changed
+from ..audit import answer_metadata
 
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli._filters import RUN_STATUSES, runner_filter
-from ..cli.runs import missing_parents, pending_json, run_json, timeline
+from ..cli.answer import store_answer
+from ..cli.runs import missing_parents, pending_json, run_detail, run_json
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,
     InterruptChangedError,
     RunnerMismatchError,
+    RunNotFoundError,
     TetherError,
 )
 from ..interrupt import Resume
@@ -65,12 +68,17 @@ class Answer:
     Attributes:
         checkpoint_id: the question the operator was shown (the pending interrupt's
             ``checkpoint_id``); ``None``: the one pending when the server reads the run.
+        via: ``web`` (the page's form) or ``api`` (the JSON API), as the audit trail
+            records it.
+        actor: the named user who answers; ``None`` under the shared token.
     """
 
     approved: bool
     note: str | None = None
     data: Any = None
     checkpoint_id: str | None = None
+    via: str = "web"
+    actor: str | None = None
 
     def check_size(self) -> None:
         """Refuse a note over :data:`NOTE_MAX_CHARS` (400) or data over
@@ -91,9 +99,7 @@ class Answer:
                 )
 
     def to_resume(self, checkpoint_id: str) -> Resume:
-        metadata: dict[str, Any] = {"via": "web"}
-        if self.note:
-            metadata["note"] = self.note
+        metadata = answer_metadata(self.via, self.actor, self.note or None)
         return Resume(self.approved, self.data, metadata, checkpoint_id=checkpoint_id)
 
 
@@ -142,26 +148,20 @@ class Service:
         return await self._off_loop(read)
 
     async def run(self, execution_id: str) -> dict[str, Any]:
-        """A run with its timeline, pending interrupt and idempotency cache (the shape of
-        ``tether runs show --json``, plus ``runner_available``).
+        """A run with its result, timeline, pending interrupt, idempotency cache and audit
+        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`,
+        plus ``runner_available``).
 
         Raises:
             ActionError: (404) no such run.
         """
 
         def read() -> dict[str, Any]:
-            run = self.store.get_run(execution_id)
-            if run is None:
-                raise ActionError(404, f"no run with execution_id {execution_id!r}")
-            pending = self.store.get_pending_interrupt(execution_id)
-            pruned = bool(missing_parents(self.store, [run]))
-            return {
-                "run": run_json(run, parent_pruned=pruned),
-                "checkpoints": timeline(run, self.store.list(execution_id)),
-                "pending_interrupt": None if pending is None else pending_json(pending),
-                "idempotency": self.store.list_idempotent(execution_id),
-                "runner_available": run.runner_name in self.registry,
-            }
+            try:
+                detail = run_detail(self.store, execution_id)
+            except RunNotFoundError:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
+            return {**detail, "runner_available": detail["run"]["runner_name"] in self.registry}
 
         return await self._off_loop(read)
 
@@ -237,15 +237,12 @@ class Service:
             "checkpoint_id": pending.checkpoint_id,
         }
         if run.runner_name not in self.registry:
-            stored = self.store.answer_interrupt(
-                execution_id, value.to_dict(), checkpoint_id=pending.checkpoint_id
-            )
-            if not stored:
-                now = self.store.get_pending_interrupt(execution_id)
-                if now is None or now.checkpoint_id != pending.checkpoint_id:
-                    changed = question_changed(execution_id, pending.checkpoint_id, now)
-                    raise ActionError(409, changed.message)
-                raise ActionError(409, f"run {execution_id} was answered meanwhile")
+            try:
+                store_answer(self.store, execution_id, value)
+            except InterruptChangedError as exc:
+                raise ActionError(409, exc.message) from None
+            except AlreadyResumed:
+                raise ActionError(409, f"run {execution_id} was answered meanwhile") from None
             return {
                 **base,
                 "action": "answer_stored",
