@@ -28,7 +28,11 @@ def test_a_bad_only_is_refused_before_anything_runs(
     assert bench.main() == 2
     out, err = capsys.readouterr()
     assert out == ""  # no header printed, no backend probed
-    assert says in err and "W1, W2, W3, W4, W5, PYDANTIC_AI, OPENAI_AGENTS, MEMORY, PEERS" in err
+    assert (
+        says in err
+        and "W1, W2, W3, W4, W5, PYDANTIC_AI, OPENAI_AGENTS, MEMORY, W6, W6-100K, INSTRUCTIONS, PEERS"
+        in err
+    )
 
 
 def test_a_skip_reason_stays_on_its_table_row() -> None:

@@ -433,9 +433,7 @@ def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full:
     scalars are never opened into new objects), so the next row of a resumed run that only
     appended costs its new items too."""
     keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
-    sources = {
-        k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)
-    }
+    sources = {k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)}
     # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
     # no later than the policy would have written it.
     return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)

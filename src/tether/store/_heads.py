@@ -20,11 +20,15 @@ class HeadCache:
         self._lock = threading.Lock()
 
     def get(self, execution_id: str) -> Head | None:
-        with self._lock:
-            head = self._heads.get(execution_id)
-            if head is not None:
+        # Without the lock (a step takes one get): each OrderedDict call is atomic under the
+        # GIL, and a head evicted between the two calls is simply not moved.
+        head = self._heads.get(execution_id)
+        if head is not None:
+            try:
                 self._heads.move_to_end(execution_id)
-            return head
+            except KeyError:
+                pass
+        return head
 
     def set(self, execution_id: str, head: Head) -> None:
         """Remember ``head`` unless a newer one is known: a reader that loaded an older row
