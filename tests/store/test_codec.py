@@ -99,22 +99,35 @@ def test_chunks_grown_from_one_another_share_parts_and_each_keeps_its_own_value(
     assert value.grow(b"[]").join() == orjson.dumps(items)
 
 
-def test_a_grown_list_costs_its_new_items_and_a_replaced_first_or_recent_item_is_caught():
-    log = [f"m{i}" for i in range(100)]
+@pytest.mark.parametrize("length", [100, _delta.WHOLE_CHECK_ITEMS + 100])
+def test_a_grown_list_costs_its_new_items_and_a_replaced_first_or_recent_item_is_caught(length):
+    log = [f"m{i}" for i in range(length)]
     _, _, head = _delta.encode_next(None, {"log": log})
-    for i in range(100, 110):
+    for i in range(length, length + 10):
         log = [*log, f"m{i}"]
         kind, payload, head = _delta.encode_next(head, {"log": log})
         assert kind == "delta" and payload == b'{"a":{"log":["m%d"]}}' % i
-    replaced_newest = [*log[:-1], "changed", "new"]
-    _, payload, _ = _delta.encode_next(head, {"log": replaced_newest})
-    assert orjson.loads(payload) == {"s": {"log": replaced_newest}}
-    replaced_first = ["changed", *log[1:], "new"]
-    _, payload, _ = _delta.encode_next(head, {"log": replaced_first})
-    assert orjson.loads(payload) == {"s": {"log": replaced_first}}
-    shorter = log[:50]
-    _, payload, _ = _delta.encode_next(head, {"log": shorter})
-    assert orjson.loads(payload) == {"s": {"log": shorter}}
+    same = list(log)
+    assert _delta.encode_next(head, {"log": same})[1] == b"{}"
+    for changed in (
+        [*log[:-1], "changed", "new"],  # the newest item replaced, one appended
+        ["changed", *log[1:], "new"],  # the first item replaced
+        [*log[:-1], "changed"],  # replaced, nothing appended
+        log[:50],  # shorter
+    ):
+        _, payload, _ = _delta.encode_next(head, {"log": changed})
+        assert orjson.loads(payload) == {"s": {"log": changed}}
+
+
+def test_any_replaced_item_of_a_list_up_to_the_whole_check_bound_is_caught():
+    todo = [f"task {i}: open" for i in range(_delta.WHOLE_CHECK_ITEMS)]
+    _, _, head = _delta.encode_next(None, {"todo": todo})
+    todo[500] = "task 500: done"  # in place, the same list object
+    _, payload, head = _delta.encode_next(head, {"todo": todo})
+    assert orjson.loads(payload) == {"s": {"todo": todo}}
+    grown = [*todo[:10], "task 10: done", *todo[11:], "task 1024: open"]
+    _, payload, _ = _delta.encode_next(head, {"todo": grown})
+    assert orjson.loads(payload) == {"s": {"todo": grown}}
 
 
 def test_mutable_items_never_take_the_identity_shortcut():

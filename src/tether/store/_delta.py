@@ -8,11 +8,12 @@ A run's state is stored per top-level key as raw JSON. Each checkpoint row holds
   items.
 
 How a grown list is found: a list of immutable items (JSON scalars and
-:class:`~tether.serde.FrozenDict`) whose first item and newest :data:`TAIL_CHECK_ITEMS` items
-known from the previous row are the very same objects at the same places is taken to have
-grown by what follows them, and only that is encoded: a step costs what it added, not the
-history. Any other list is encoded whole and compared by bytes with the previous row's, so an
-in-place change is caught (an append is still stored as one).
+:class:`~tether.serde.FrozenDict`) is compared with the one the previous row encoded, item by
+item (in C: the same object or an equal one) while it holds at most :data:`WHOLE_CHECK_ITEMS`
+items; beyond that, by identity of its first item and of the newest :data:`TAIL_CHECK_ITEMS`
+items known from the previous row, so a step costs what it added, not the history. When they
+match, only what follows is encoded. Any other list is encoded whole and compared by bytes
+with the previous row's, so an in-place change is caught (an append is still stored as one).
 
 A full snapshot is written on a run's first row and then only when replaying the deltas since
 the last one would cost about twice the snapshot itself (counting :data:`ROW_COST_BYTES` per
@@ -35,7 +36,8 @@ from ._compression import ZSTD_MARK, decompress_state
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
 
-TAIL_CHECK_ITEMS: Final = 8  # newest known items of a grown list checked by identity
+WHOLE_CHECK_ITEMS: Final = 1024  # lists up to this long are compared item by item
+TAIL_CHECK_ITEMS: Final = 16  # beyond: the first and these newest known items, by identity
 
 ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
 
@@ -100,31 +102,39 @@ def _nbytes(value: Encoded) -> int:
 @dataclass(slots=True)
 class ListMark:
     """What the writer remembers of a list of immutable items it encoded, to tell next time
-    whether the list only grew: its length, its first item and its newest items (by identity;
-    see the module docstring)."""
+    whether the list only grew (see the module docstring): its length, and a copy of it when
+    it is at most :data:`WHOLE_CHECK_ITEMS` long, else its first item and its newest
+    :data:`TAIL_CHECK_ITEMS` items."""
 
     length: int
     first: Any
     newest: list[Any]
+    whole: list[Any] | None
 
     @staticmethod
     def of(items: list[Any]) -> ListMark:
         n = len(items)
-        return ListMark(n, items[0] if n else None, items[max(0, n - TAIL_CHECK_ITEMS) :])
+        if n <= WHOLE_CHECK_ITEMS:
+            return ListMark(n, None, [], items[:])
+        return ListMark(n, items[0], items[n - TAIL_CHECK_ITEMS :], None)
 
     def tail_of(self, items: list[Any]) -> list[Any] | None:
-        """The items appended to the marked list if ``items`` is that list grown (its first and
-        newest known items the same objects at the same places), else ``None``."""
+        """The items appended to the marked list if ``items`` is that list, grown or not,
+        else ``None``."""
         n = self.length
         if len(items) < n:
             return None
-        if n:
-            if items[0] is not self.first:
+        if self.whole is not None:
+            # Item by item in C: the same object, or an equal one (which encodes alike but
+            # for 1, 1.0 and True).
+            if (items[:n] if len(items) > n else items) != self.whole:
                 return None
-            at = n - len(self.newest)
-            for i, item in enumerate(self.newest, at):
-                if items[i] is not item:
-                    return None
+            return items[n:]
+        if items[0] is not self.first:
+            return None
+        for i, item in enumerate(self.newest, n - TAIL_CHECK_ITEMS):
+            if items[i] is not item:
+                return None
         return items[n:]
 
 
