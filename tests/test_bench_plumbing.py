@@ -30,7 +30,8 @@ def test_a_bad_only_is_refused_before_anything_runs(
     assert out == ""  # no header printed, no backend probed
     assert (
         says in err
-        and "W1, W2, W3, W4, W5, PYDANTIC_AI, OPENAI_AGENTS, MEMORY, W6, W6-100K, INSTRUCTIONS, PEERS"
+        and "W1, W2, W3, W4, W5, PYDANTIC_AI, OPENAI_AGENTS, MEMORY, W6, W6-100K, INSTRUCTIONS, "
+        "PEERS"
         in err
     )
 
