@@ -312,9 +312,7 @@ def pending_sql(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
         cmp = "<" if q.descending else ">"
         # The same key expressions over the entry the page ended with (aliases p and r again).
         mine = ", ".join(keys)
-        where += (
-            f" AND ({mine}) {cmp} (SELECT {mine}{_PENDING_FROM} WHERE p.execution_id = ?)"
-        )
+        where += f" AND ({mine}) {cmp} (SELECT {mine}{_PENDING_FROM} WHERE p.execution_id = ?)"
         args.append(q.after)
     sql = (
         f"SELECT {columns}, r.runner_name, r.runner_kind, r.error{_PENDING_FROM}{where} "
