@@ -199,7 +199,7 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, audit, lists, maintenance, runs, serve, worker
+    from . import answer, audit, lists, maintenance, runs, serve, users, worker
 
     for command in (
         *runs.COMMANDS,
@@ -208,6 +208,7 @@ def _register() -> None:
         *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
+        *users.COMMANDS,
         *worker.COMMANDS,
     ):
         cli.add_command(command)

@@ -52,6 +52,10 @@ def _more(total: int | None, shown: int, next_after: str | None, command: str) -
     )
 
 
+def _seconds(text: str) -> float:
+    return parse_duration(text, "--waiting").total_seconds()
+
+
 def _search_option(fn: Any) -> Any:
     return click.option(
         "--search", metavar="TEXT", help="Only runs whose execution_id contains TEXT."
@@ -169,7 +173,7 @@ def pending_list(
     query = PendingQuery(
         runner_name=runner_filter(runner),
         reason=reason,
-        waiting_seconds=None if waiting is None else parse_duration(waiting, "--waiting").total_seconds(),
+        waiting_seconds=None if waiting is None else _seconds(waiting),
         search=search,
         sort=sort,
         descending=desc,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -34,6 +36,7 @@ from ._inbox import (
 )
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
+from ._users import Throttle, Users, check_shared_token
 
 __all__ = ["create_app"]
 
@@ -106,6 +109,7 @@ class _Web:
         self.service = service
         self.inbox = Inbox(service.store, service.registry)
         self.sessions = sessions
+        self.throttle = Throttle()
         self.templates = Environment(
             loader=PackageLoader("tether.web", "templates"),
             autoescape=True,  # everything from the store is untrusted text
@@ -168,6 +172,7 @@ class _Web:
                 "csrf_token": self.sessions.csrf_token(current),
                 "auth_required": self.sessions.required,
                 "logged_in": current.authenticated,
+                "user": current.user,
                 "notice": NOTICES.get(request.query_params.get("notice", "")),
                 "error": None,
                 "statuses": RUN_STATUSES,
@@ -205,15 +210,26 @@ class _Web:
         nxt = _safe_next(_field(form.get("next")))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
             return self._forbidden(request)
-        if not self.sessions.token_ok(_field(form.get("token"))):
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
             return self._page(
                 request,
                 "login.html",
-                {"next": nxt, "error": "That is not the token (TETHER_UI_TOKEN)."},
+                {"next": nxt, "error": _too_many(wait)},
+                status_code=429,
+            )
+        ok, user = await self._authenticate(_field(form.get("token")))
+        if not ok:
+            self.throttle.failed(client)
+            return self._page(
+                request,
+                "login.html",
+                {"next": nxt, "error": "That is not a token of this server."},
                 status_code=401,
             )
         # A new nonce on login: a session fixed before login never becomes an operator's.
-        _, cookie = self.sessions.new(authenticated=True)
+        _, cookie = self.sessions.new(authenticated=True, user=user)
         response = RedirectResponse(nxt, status_code=303)
         self._set_cookie(request, response, cookie)
         return response
@@ -368,7 +384,8 @@ class _Web:
             )
         try:
             outcome = await self.service.answer(
-                execution_id, Answer(approved, note, data, checkpoint_id=shown)
+                execution_id,
+                Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
             return await self._render_run(
@@ -380,9 +397,33 @@ class _Web:
         return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
-    def _api_denied(self, request: Request) -> Response | None:
-        if self.sessions.bearer_ok(request.headers.get("authorization")):
-            return None
+    async def _authenticate(self, token: str | None) -> tuple[bool, str | None]:
+        # A named user's token costs a scrypt: off the event loop.
+        return await anyio.to_thread.run_sync(self.sessions.authenticate, token)
+
+    async def _api_user(self, request: Request) -> tuple[Response | None, str | None]:
+        """``(refusal, user)``: a 401 or 429 to send back, or ``None`` and the named user the
+        bearer token belongs to (``None`` under the shared token)."""
+        if not self.sessions.required:
+            return None, None
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
+            refusal = _json({"error": "too_many_failures", "message": _too_many(wait)}, 429)
+            refusal.headers["retry-after"] = str(int(wait) + 1)
+            return refusal, None
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            ok, user = await self._authenticate(value.strip())
+            if ok:
+                return None, user
+        self.throttle.failed(client)
+        return self._unauthorized(), None
+
+    async def _api_denied(self, request: Request) -> Response | None:
+        return (await self._api_user(request))[0]
+
+    def _unauthorized(self) -> Response:
         return Response(
             to_json({"error": "unauthorized", "message": "send Authorization: Bearer <token>"}),
             status_code=401,
@@ -399,7 +440,7 @@ class _Web:
         parse: Callable[[Any], Any],
         read: Callable[[Any], Awaitable[Listing]],
     ) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
             listing = await read(parse(request.query_params))
@@ -410,7 +451,7 @@ class _Web:
         return response
 
     async def api_run(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
             return _json(await self.service.run(request.path_params["execution_id"]))
@@ -421,7 +462,8 @@ class _Web:
         return await self._api_listing(request, pending_query, self.inbox.pending)
 
     async def api_answer(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        denied, user = await self._api_user(request)
+        if denied is not None:
             return denied
         # A cross-site form can post urlencoded bodies but never JSON without a CORS
         # preflight, which this server does not answer: that closes CSRF under --no-auth.
@@ -445,12 +487,22 @@ class _Web:
             body.get("data"),
             checkpoint_id=shown,
             via="api",
+            actor=user,
         )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
+
+
+def _client(request: Request) -> str:
+    """Whom failed logins are counted against: the client's address."""
+    return request.client.host if request.client is not None else "-"
+
+
+def _too_many(wait_seconds: float) -> str:
+    return f"Too many failed logins from this address; try again in {int(wait_seconds) + 1} s."
 
 
 def _field(value: object) -> str | None:
@@ -491,6 +543,7 @@ def create_app(
     token: str | None = None,
     no_auth: bool = False,
     allowed_hosts: Iterable[str] | None = None,
+    users: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The approvals page and JSON API as an ASGI application.
 
@@ -498,8 +551,12 @@ def create_app(
         store: the store to show and answer interrupts in.
         registry: the application's runners; an approval resumes a run through the runner of
             its name, and only stores the answer for a run whose runner is not here.
-        token: the operator token (``TETHER_UI_TOKEN``): a ``Bearer`` token for the API and the
-            password of the login form.
+        token: the shared operator token (``TETHER_UI_TOKEN``, at least 16 characters): a
+            ``Bearer`` token for the API and the password of the login form; answers given
+            with it name nobody in the audit trail (single-user mode).
+        users: a users file (``tether users add``): each named user logs in with their own
+            token, and their answers are recorded under their name. With or without
+            ``token``.
         no_auth: serve without a token. Only for a server on a loopback address, which
             ``tether serve`` enforces; forms still carry CSRF tokens.
         allowed_hosts: the host names (no ports) the server answers to; any other ``Host``
@@ -511,16 +568,21 @@ def create_app(
         A Starlette application (``uvicorn.run(app)`` or any ASGI server).
 
     Raises:
-        ConfigurationError: neither a token nor ``no_auth`` was given.
+        ConfigurationError: neither a token, users nor ``no_auth`` was given; the token is
+            shorter than 16 characters; the users file cannot be read.
     """
     if no_auth:
-        token = None
-    elif not token:
+        token, users = None, None
+    elif not token and users is None:
         raise ConfigurationError(
-            "the approvals page needs a token: set TETHER_UI_TOKEN (or serve with --no-auth "
-            "on a loopback host)"
+            "the approvals page needs a token: set TETHER_UI_TOKEN, or name a users file "
+            "(tether users add NAME; tether serve --users FILE), or serve with --no-auth on a "
+            "loopback host"
         )
-    web = _Web(Service(store, registry), Sessions(token))
+    if token:
+        check_shared_token(token)
+    named = None if users is None else Users(users)
+    web = _Web(Service(store, registry), Sessions(token or None, named))
     routes = [
         Route("/", web.index),
         Route("/login", web.login_form, methods=["GET"]),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import tether
 from tests.integrations.langgraph.app import support
 from tests.integrations.langgraph.conftest import call, lg_env, spawn_child
 from tests.integrations.langgraph.graphs import ledger
@@ -131,11 +132,17 @@ def test_a_worker_continues_a_killed_thread_and_an_answer_stored_without_the_app
         assert stored.returncode == 0, stored.stderr
         assert json.loads(stored.stdout)["action"] == "answer_stored"
         wait_for(lambda: status_of(store, "A-1") == "completed", "the approved thread", 60)
+
+        # A queued thread (plain JSON input) is started by the worker and pauses.
+        stub.script([call("refund", order_id="B-2", amount="5.00")])
+        queued = tether.enqueue(store, "support", {"messages": [["user", "Refund B-2"]]})
+        wait_for(lambda: status_of(store, queued) == "paused", "the queued thread to pause", 60)
+        assert store.get_pending_interrupt(queued).context["order_id"] == "B-2"
     finally:
         stop_all([worker])
     assert ledger(ledger_path).count("lookup-start:A-1") == 2
     assert ledger(ledger_path).count("refund-paid:A-1:40.00") == 1
-    assert len(stub.requests) == 3
+    assert len(stub.requests) == 4  # three for A-1 (none sent twice), one for B-2
     assert "Traceback" not in (tmp_path / "worker.log").read_text()
 
 
