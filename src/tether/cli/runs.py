@@ -172,7 +172,7 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
     return rows
 
 
-def run_detail(store: Checkpointer, execution_id: str) -> dict[str, Any]:
+def run_detail(store: Checkpointer, run: RunRecord, rows: list[Checkpoint]) -> dict[str, Any]:
     """Everything about one run, as ``tether runs show --json`` prints it and
     ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
     output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
@@ -180,15 +180,11 @@ def run_detail(store: Checkpointer, execution_id: str) -> dict[str, Any]:
     ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
     oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
 
-    Raises:
-        RunNotFoundError: no such run.
+    Args:
+        run: the run.
+        rows: its checkpoints (``store.list``).
     """
-    run = store.get_run(execution_id)
-    if run is None:
-        raise RunNotFoundError(
-            f"no run with execution_id {execution_id!r}", execution_id=execution_id
-        )
-    rows = store.list(execution_id)
+    execution_id = run.execution_id
     pending = store.get_pending_interrupt(execution_id)
     return {
         "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
@@ -208,15 +204,18 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
     audit trail (who answered, when, how) and idempotency cache."""
     store = open_store(db_url)
     try:
-        detail = run_detail(store, execution_id)
         run = store.get_run(execution_id)
+        if run is None:
+            raise RunNotFoundError(
+                f"no run with execution_id {execution_id!r}", execution_id=execution_id
+            )
+        detail = run_detail(store, run, store.list(execution_id))
         pending = store.get_pending_interrupt(execution_id)
     finally:
         store.close()
     if as_json:
         emit_json(detail)
         return 0
-    assert run is not None
     rows, cache, parent_pruned = (
         detail["checkpoints"],
         detail["idempotency"],

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -34,6 +37,7 @@ from ._inbox import (
     sort_params,
     summary,
 )
+from ._operate import fork_form, resume_form
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
 from ._users import Throttle, Users, check_shared_token
@@ -60,6 +64,8 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "run_resumed": "Resumed through its runner.",
+    "forked": "This run is a fork, branched and run from the checkpoint you chose.",
 }
 
 
@@ -123,6 +129,7 @@ class _Web:
             summary=summary,
             sort_params=sort_params,
             age=age,
+            inspect_url=_inspect_url,
         )
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
@@ -310,9 +317,14 @@ class _Web:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        return await self._render_run(request, session, request.path_params["execution_id"])
+        return await self.render_run(
+            request,
+            session,
+            request.path_params["execution_id"],
+            checkpoint_id=request.query_params.get("checkpoint") or None,
+        )
 
-    async def _render_run(
+    async def render_run(
         self,
         request: Request,
         session: tuple[Session, str | None],
@@ -321,9 +333,10 @@ class _Web:
         error: str | None = None,
         status_code: int = 200,
         form: dict[str, str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Response:
         try:
-            shown = await self.service.run(execution_id)
+            shown = await self.service.run(execution_id, checkpoint_id)
         except ActionError as exc:
             return self._page(
                 request,
@@ -335,9 +348,11 @@ class _Web:
         context = {**shown, "error": error, "form": form or {}}
         return self._page(request, "run.html", context, status_code=status_code, session=session)
 
-    async def answer_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        approved = request.path_params["action"] == "approve"
+    async def operator_post(
+        self, request: Request
+    ) -> tuple[FormData, tuple[Session, None]] | Response:
+        """A form post's fields and session, once its size, CSRF token and login are checked;
+        else the response that refuses it."""
         try:
             await _capped_body(request)
         except ActionError as exc:
@@ -355,11 +370,20 @@ class _Web:
         assert current is not None  # csrf_ok holds only for a loaded session
         if not current.authenticated:
             return self._login_redirect(request)
-        session = (current, None)
+        return form, (current, None)
+
+    async def answer_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        approved = request.path_params["action"] == "approve"
+        checked = await self.operator_post(request)
+        if isinstance(checked, Response):
+            return checked
+        form, session = checked
+        current = session[0]
         posted_id = _field(form.get("execution_id"))
         if posted_id is not None and posted_id != execution_id:
             # The form was written for another run than the address it reached.
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -374,7 +398,7 @@ class _Web:
         try:
             data = json.loads(data_text) if data_text else None
         except json.JSONDecodeError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -388,7 +412,7 @@ class _Web:
                 Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
@@ -454,7 +478,11 @@ class _Web:
         if denied := await self._api_denied(request):
             return denied
         try:
-            return _json(await self.service.run(request.path_params["execution_id"]))
+            shown = await self.service.run(
+                request.path_params["execution_id"],
+                request.query_params.get("checkpoint") or None,
+            )
+            return _json(shown)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
 
@@ -494,6 +522,13 @@ class _Web:
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
+
+
+def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
+    """The run page showing one checkpoint in the inspector."""
+    target = run_url(execution_id)
+    joiner = "&" if "?" in target else "?"
+    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
 
 
 def _client(request: Request) -> str:
@@ -603,6 +638,8 @@ def create_app(
             ("GET", ""): web.run_page,
             ("POST", "approve"): web.answer_form,
             ("POST", "reject"): web.answer_form,
+            ("POST", "resume"): functools.partial(resume_form, web),
+            ("POST", "fork"): functools.partial(fork_form, web),
         },
         web.not_found,
     )

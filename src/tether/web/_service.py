@@ -7,10 +7,11 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,6 +28,8 @@ from ..cli.answer import store_answer
 from ..cli.runs import run_detail
 from ..errors import (
     AlreadyResumed,
+    ChainResumeError,
+    CheckpointNotFoundError,
     ConfigurationError,
     InterruptChangedError,
     RunnerMismatchError,
@@ -36,6 +39,7 @@ from ..errors import (
 from ..interrupt import Resume
 from ..registry import Registry
 from ..store.base import Checkpointer
+from ._inspect import conversation, inspect_checkpoint
 
 T = TypeVar("T")
 
@@ -44,6 +48,35 @@ NOTE_MAX_CHARS = 2000
 DATA_MAX_BYTES = 64 * 1024
 #: A request body (the API's JSON, a form): room for the largest note and data.
 BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
+
+
+@contextlib.contextmanager
+def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
+    """Map what a runner verb raises to the :class:`ActionError` the page and API answer."""
+    try:
+        yield
+    except InterruptChangedError as exc:
+        raise ActionError(409, exc.message) from None
+    except AlreadyResumed as exc:
+        raise ActionError(409, f"run {execution_id} was {conflict}: {exc}") from None
+    except (CheckpointNotFoundError, RunNotFoundError) as exc:
+        raise ActionError(404, str(exc)) from None
+    except (ChainResumeError, ConfigurationError, RunnerMismatchError) as exc:
+        raise ActionError(409, f"cannot do that to run {execution_id}: {exc}") from None
+    except TetherError as exc:
+        raise ActionError(500, f"run {execution_id}: {exc}") from None
+
+
+def _outcome(action: str, result: Any) -> dict[str, Any]:
+    error = result.error
+    return {
+        "action": action,
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "output": result.output,
+        "pending_interrupt": result.pending_interrupt,
+        "error": None if error is None else f"{type(error).__name__}: {error}",
+    }
 
 
 class ActionError(Exception):
@@ -126,21 +159,35 @@ class Service:
         return await anyio.to_thread.run_sync(fn)
 
     # --- reads ----------------------------------------------------------------------------
-    async def run(self, execution_id: str) -> dict[str, Any]:
+    async def run(self, execution_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
         """A run with its result, timeline, pending interrupt, idempotency cache and audit
-        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`,
-        plus ``runner_available``).
+        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`),
+        plus ``runner_available``, ``conversation`` (an agent run's messages:
+        :func:`tether.web._inspect.conversation`) and, given ``checkpoint_id``, ``inspected``
+        (that checkpoint's state and value diff: :func:`tether.web._inspect.inspect_checkpoint`).
 
         Raises:
-            ActionError: (404) no such run.
+            ActionError: (404) no such run, or no such checkpoint in it.
         """
 
         def read() -> dict[str, Any]:
-            try:
-                detail = run_detail(self.store, execution_id)
-            except RunNotFoundError:
-                raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
-            return {**detail, "runner_available": detail["run"]["runner_name"] in self.registry}
+            run = self.store.get_run(execution_id)
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            rows = self.store.list(execution_id)
+            inspected = None
+            if checkpoint_id is not None:
+                inspected = inspect_checkpoint(rows, checkpoint_id, run.input)
+                if inspected is None:
+                    raise ActionError(
+                        404, f"run {execution_id!r} has no checkpoint {checkpoint_id!r}"
+                    )
+            return {
+                **run_detail(self.store, run, rows),
+                "runner_available": run.runner_name in self.registry,
+                "conversation": conversation(rows),
+                "inspected": inspected,
+            }
 
         return await self._off_loop(read)
 
@@ -166,12 +213,15 @@ class Service:
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        return self._one_at_a_time(execution_id, lambda: self._answer(execution_id, answer))
+
+    def _one_at_a_time(self, execution_id: str, fn: Callable[[], T]) -> T:
         with self._locks_guard:
             lock = self._run_locks.get(execution_id)
             if lock is None:
                 lock = self._run_locks[execution_id] = threading.Lock()
         with lock:
-            return self._answer(execution_id, answer)
+            return fn()
 
     def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         run = self.store.get_run(execution_id)
@@ -213,25 +263,72 @@ class Service:
                     "so the run continues when a process with its code resumes it"
                 ),
             }
-        try:
+        with _refusals(execution_id, "already answered"):
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
-        except InterruptChangedError as exc:
-            raise ActionError(409, exc.message) from None
-        except AlreadyResumed as exc:
-            raise ActionError(409, f"run {execution_id} was already answered: {exc}") from None
-        except (ConfigurationError, RunnerMismatchError) as exc:
-            raise ActionError(409, f"cannot resume run {execution_id}: {exc}") from None
-        except TetherError as exc:
-            raise ActionError(500, f"resuming run {execution_id} failed: {exc}") from None
-        error = result.error
         return {
             **base,
-            "action": "resumed",
-            "status": result.status,
-            "output": result.output,
-            "pending_interrupt": result.pending_interrupt,
-            "error": None if error is None else f"{type(error).__name__}: {error}",
+            **_outcome("resumed", result),
             "resume_value": value.to_dict(),
             "message": f"run {result.status}",
         }
+
+    # --- what an operator does next (the run inspector's buttons) ----------------------------
+    async def resume(self, execution_id: str) -> dict[str, Any]:
+        """Resume a failed or stranded run (or one whose answer was stored) through its
+        runner, as ``tether resume`` does: ``{"action": "resumed", "execution_id",
+        "status", "output", "pending_interrupt", "error"}``.
+
+        Raises:
+            ActionError: 404 no such run; 409 no runner of its name in this server's app, it
+                waits for an answer, it already completed, or another process resumed it.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            pending = self.store.get_pending_interrupt(execution_id)
+            if pending is not None and pending.resume_value is None:
+                raise ActionError(
+                    409, f"run {execution_id} waits for an answer: approve or reject it"
+                )
+            with _refusals(execution_id, "already resumed or completed"):
+                result = runner.resume(execution_id)
+            return {"execution_id": execution_id, **_outcome("resumed", result)}
+
+        return await self._off_loop(lambda: self._one_at_a_time(execution_id, call))
+
+    async def fork(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None,
+        state_updates: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Branch a new run from ``checkpoint_id`` with ``state_updates`` merged into its
+        state, and run it, as ``tether fork`` does: ``{"action": "forked", "execution_id"
+        (the new run's), "parent_execution_id", "status", ...}``.
+
+        Raises:
+            ActionError: 404 no such run or checkpoint; 409 no runner of its name in this
+                server's app; 400 updates the runner cannot take.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            with _refusals(execution_id, "not forkable"):
+                result = runner.fork(execution_id, checkpoint_id, state_updates=state_updates)
+            return {"parent_execution_id": execution_id, **_outcome("forked", result)}
+
+        return await self._off_loop(call)
+
+    def _runner_for(self, execution_id: str) -> Any:
+        run = self.store.get_run(execution_id)
+        if run is None:
+            raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        if run.runner_name not in self.registry:
+            raise ActionError(
+                409,
+                f"this server's app has no runner named {run.runner_name!r}: serve with --app "
+                "naming it, or use `tether resume` / `tether fork` with the app",
+            )
+        with _refusals(execution_id, "not runnable here"):
+            return self.registry.for_run(self.store, execution_id)

@@ -44,6 +44,7 @@ class ThreadHead:
     codec: _delta.Head
     values: dict[str, Any] = field(default_factory=dict)  # channel -> object last encoded
     versions: dict[str, Any] = field(default_factory=dict)  # channel -> its version then
+    seen: dict[str, Any] = field(default_factory=dict)  # node -> versions it had seen then
 
 
 class Encoder:
@@ -86,10 +87,19 @@ class Encoder:
                 }
             )
         }
+        # Versions that did not change keep the very bytes the head holds, which the codec
+        # skips without comparing: a step costs the versions it moved, not every node's.
+        prev_versions = head.versions if prev is not None and head is not None else {}
+        prev_seen = head.seen if prev is not None and head is not None else {}
         for ch, ver in versions.items():
-            keys["V:" + ch] = orjson.dumps(ver)
-        for node, seen in (checkpoint.get("versions_seen") or {}).items():
-            keys["S:" + node] = orjson.dumps(seen)
+            old = prev_keys.get("V:" + ch)
+            same = old is not None and ch in prev_versions and prev_versions[ch] == ver
+            keys["V:" + ch] = old if same else orjson.dumps(ver)  # type: ignore[assignment]
+        all_seen = checkpoint.get("versions_seen") or {}
+        for node, seen in all_seen.items():
+            old = prev_keys.get("S:" + node)
+            same = old is not None and prev_seen.get(node) == seen
+            keys["S:" + node] = old if same else orjson.dumps(seen)  # type: ignore[assignment]
         hints: dict[str, bytes] = {}
         sources: dict[str, list[Any]] = {}
         values = checkpoint.get("channel_values") or {}
@@ -118,7 +128,9 @@ class Encoder:
         if prev is None and head is not None:  # the thread's first row after others
             codec_head.seq = head.codec.seq + 1
             codec_head.base_seq = codec_head.seq
-        return kind, payload, ThreadHead(codec_head, dict(values), dict(versions))
+        # Copies: a caller may change its dicts in place after put() returns.
+        seen_copy = {node: dict(seen) for node, seen in all_seen.items()}
+        return kind, payload, ThreadHead(codec_head, dict(values), dict(versions), seen_copy)
 
     @staticmethod
     def _reuse(
