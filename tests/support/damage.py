@@ -45,7 +45,8 @@ def damage(store: Checkpointer) -> Damaged:
     bad_name = bad_time = None
     if hasattr(store, "path"):
         bad_name = paused(store, "bad-name")
-        sql("UPDATE runs SET runner_name = CAST(x'6f72ff' AS TEXT) WHERE execution_id = ?", (bad_name,))
+        not_utf8 = "UPDATE runs SET runner_name = CAST(x'6f72ff' AS TEXT) WHERE execution_id = ?"
+        sql(not_utf8, (bad_name,))
         bad_time = paused(store, "bad-time")
         sql("UPDATE runs SET created_at = 'yesterday' WHERE execution_id = ?", (bad_time,))
     return Damaged(good, bad_input, bad_context, bad_name, bad_time)

@@ -230,9 +230,10 @@ def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
     found = client.get("/api/pending?q=p-4", headers=bearer())
     assert [p["execution_id"] for p in found.json()] == ["p-4"]
     assert found.headers["x-total-count"] == "1"
-    assert client.get("/api/pending?runner=chain:orders", headers=bearer()).headers[
-        "x-total-count"
-    ] == "7"
+    assert (
+        client.get("/api/pending?runner=chain:orders", headers=bearer()).headers["x-total-count"]
+        == "7"
+    )
     assert client.get("/api/pending?reason=nope", headers=bearer()).json() == []
     assert client.get("/api/pending?waiting=1d", headers=bearer()).json() == []
     assert len(client.get("/api/pending?waiting=0s", headers=bearer()).json()) == 7
