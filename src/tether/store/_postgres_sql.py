@@ -118,14 +118,6 @@ INSERT_RUN: Final = (
     "now(), now(), NULL) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
-)
 # Parameters: status, error, status.
 _SET_STATUS: Final = (
     "status = %s, error = %s, updated_at = now(), "
@@ -197,10 +189,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %s"
 )
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches

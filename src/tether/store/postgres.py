@@ -53,11 +53,12 @@ from psycopg_pool import ConnectionPool
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
-from . import _codec
+from . import _codec, _listing
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
 from ._postgres_audit import PostgresAudit, audit_named_params
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
@@ -103,7 +104,7 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresAudit):
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -360,27 +361,18 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit):
     def get_run(self, execution_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         row = self._db.run("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
         row = await self._db.arun("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> builtins.list[RunRecord]:
-        """Runs, newest first, optionally filtered by status and runner name."""
-        params: tuple[Any, ...]
-        if status is not None and runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
-        elif status is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS, (status, limit)
-        elif runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_NAME, (runner_name, limit)
-        else:
-            template, params = q.SELECT_RUNS, (limit,)
-        rows = self._db.run("list_runs", self._all(template, params))
-        return [_codec.run_from_row(r) for r in rows]
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        return self._db.run("listing", self._all(sql.replace("?", "%s"), tuple(args)))
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when
 
     def _status_plan(self, execution_id: str, status: str, error: str | None) -> Plan[int]:
         return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
@@ -734,11 +726,6 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit):
             "get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,))
         )
         return None if row is None else _codec.pending_from_row(row)
-
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        """Pending interrupts, oldest first."""
-        rows = self._db.run("list_pending_interrupts", self._all(q.SELECT_PENDING_ALL, (limit,)))
-        return [_codec.pending_from_row(r) for r in rows]
 
     def _claim_plan(
         self,
