@@ -26,6 +26,18 @@ from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
 from ._guard import LOOPBACK_NAMES, HostGuard
+from ._inbox import (
+    WAITING_CHOICES,
+    Inbox,
+    Listing,
+    age,
+    api_headers,
+    limit_of,
+    pending_query,
+    runs_query,
+    sort_params,
+    summary,
+)
 from ._operate import fork_form, resume_form
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
@@ -35,8 +47,6 @@ __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-#: The largest page of a listing (``?limit=``).
-LIMIT_MAX = 1000
 
 #: No script runs on these pages; styles come from our own static file only.
 SECURITY_HEADERS = {
@@ -104,6 +114,7 @@ class _Web:
 
     def __init__(self, service: Service, sessions: Sessions) -> None:
         self.service = service
+        self.inbox = Inbox(service.store, service.registry)
         self.sessions = sessions
         self.throttle = Throttle()
         self.templates = Environment(
@@ -112,7 +123,14 @@ class _Web:
             undefined=StrictUndefined,
         )
         self.templates.filters.update(
-            when=when, pretty=_pretty, compact=compact, run_url=run_url, inspect_url=_inspect_url
+            when=when,
+            pretty=_pretty,
+            compact=compact,
+            run_url=run_url,
+            summary=summary,
+            sort_params=sort_params,
+            age=age,
+            inspect_url=_inspect_url,
         )
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
@@ -258,11 +276,7 @@ class _Web:
         )
 
     async def pending_page(self, request: Request) -> Response:
-        session = self._logged_in(request)
-        if session is None:
-            return self._login_redirect(request)
-        items = await self.service.pending()
-        return self._page(request, "pending.html", {"items": items}, session=session)
+        return await self._listing_page(request, "pending.html", pending_query, self.inbox.pending)
 
     async def audit_page(self, request: Request) -> Response:
         session = self._logged_in(request)
@@ -270,7 +284,9 @@ class _Web:
             return self._login_redirect(request)
         since = request.query_params.get("since") or "7d"
         try:
-            entries = await self.service.audit(since, _limit(request, 500))
+            entries = await self.service.audit(
+                since, limit_of(request.query_params.get("limit"), 500)
+            )
         except ActionError as exc:
             return self._page(
                 request, "error.html", {"error": exc.message}, status_code=400, session=session
@@ -283,18 +299,29 @@ class _Web:
             return denied
         try:
             since = request.query_params.get("since") or "7d"
-            return _json(await self.service.audit(since, _limit(request, 500)))
+            return _json(
+                await self.service.audit(since, limit_of(request.query_params.get("limit"), 500))
+            )
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
 
     async def runs_page(self, request: Request) -> Response:
+        return await self._listing_page(request, "runs.html", runs_query, self.inbox.runs)
+
+    async def _listing_page(
+        self,
+        request: Request,
+        template: str,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        status = request.query_params.get("status") or None
-        name = request.query_params.get("name") or None
+        params = {k: v for k, v in request.query_params.items() if k != "notice"}
         try:
-            runs = await self.service.runs(status=status, runner_name=name, limit=_limit(request))
+            query = parse(request.query_params)
+            listing = await read(query)
         except ActionError as exc:
             return self._page(
                 request,
@@ -303,8 +330,16 @@ class _Web:
                 status_code=exc.status_code,
                 session=session,
             )
-        context = {"runs": runs, "status": status or "", "name": name or ""}
-        return self._page(request, "runs.html", context, session=session)
+        start = int(params["start"]) if params.get("start", "").isdigit() else 0
+        context = {
+            "listing": listing,
+            "query": query,
+            "params": params,
+            "first": start + 1,
+            "next_url": listing.next_url(request.url.path, params),
+            "waiting_choices": WAITING_CHOICES,
+        }
+        return self._page(request, template, context, session=session)
 
     async def run_page(self, request: Request) -> Response:
         session = self._logged_in(request)
@@ -449,17 +484,23 @@ class _Web:
         )
 
     async def api_runs(self, request: Request) -> Response:
+        return await self._api_listing(request, runs_query, self.inbox.runs)
+
+    async def _api_listing(
+        self,
+        request: Request,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
         if denied := await self._api_denied(request):
             return denied
         try:
-            runs = await self.service.runs(
-                status=request.query_params.get("status") or None,
-                runner_name=request.query_params.get("name") or None,
-                limit=_limit(request),
-            )
+            listing = await read(parse(request.query_params))
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
-        return _json(runs)
+        response = _json(listing.items)
+        response.headers.update(api_headers(request, listing))
+        return response
 
     async def api_run(self, request: Request) -> Response:
         if denied := await self._api_denied(request):
@@ -474,12 +515,7 @@ class _Web:
             return _json({"error": exc.message}, exc.status_code)
 
     async def api_pending(self, request: Request) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        try:
-            return _json(await self.service.pending(_limit(request)))
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
+        return await self._api_listing(request, pending_query, self.inbox.pending)
 
     async def api_answer(self, request: Request) -> Response:
         denied, user = await self._api_user(request)
@@ -534,24 +570,6 @@ def _too_many(wait_seconds: float) -> str:
 
 def _field(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _limit(request: Request, default: int = 100) -> int:
-    """The ``limit`` query parameter: an integer from 1 to 1000 (default ``default``).
-
-    Raises:
-        ActionError: (400) anything else.
-    """
-    text = request.query_params.get("limit")
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= LIMIT_MAX:
-        raise ActionError(400, f"limit must be an integer from 1 to {LIMIT_MAX}, got {text!r}")
-    return value
 
 
 async def _capped_body(request: Request) -> bytes:

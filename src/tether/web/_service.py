@@ -25,10 +25,9 @@ from ..audit import answer_metadata
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli._errors import CommandError
-from ..cli._filters import RUN_STATUSES, runner_filter
 from ..cli.answer import store_answer
 from ..cli.audit import parse_since
-from ..cli.runs import missing_parents, pending_json, run_detail, run_json
+from ..cli.runs import run_detail
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
@@ -162,26 +161,6 @@ class Service:
         return await anyio.to_thread.run_sync(fn)
 
     # --- reads ----------------------------------------------------------------------------
-    async def runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """Runs, newest first, as ``tether runs list --json`` prints them.
-
-        Raises:
-            ActionError: (400) an unknown status.
-        """
-        if status is not None and status not in RUN_STATUSES:
-            raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
-
-        def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(
-                status=status, runner_name=runner_filter(runner_name), limit=limit
-            )
-            pruned = missing_parents(self.store, found)
-            return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
-
-        return await self._off_loop(read)
-
     async def run(self, execution_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
         """A run with its result, timeline, pending interrupt, idempotency cache and audit
         trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`),
@@ -211,25 +190,6 @@ class Service:
                 "conversation": conversation(rows),
                 "inspected": inspected,
             }
-
-        return await self._off_loop(read)
-
-    async def pending(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Pending interrupts, oldest first, each with its run's ``runner_name``."""
-
-        def read() -> list[dict[str, Any]]:
-            out = []
-            for p in self.store.list_pending_interrupts(limit=limit):
-                run = self.store.get_run(p.execution_id)
-                name = run.runner_name if run else None
-                out.append(
-                    {
-                        **pending_json(p),
-                        "runner_name": name,
-                        "runner_available": name in self.registry,
-                    }
-                )
-            return out
 
         return await self._off_loop(read)
 
