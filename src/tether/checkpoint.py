@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import random
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -51,9 +52,16 @@ _LABELS: Final = {
 }
 
 
+# Ids come from a generator seeded from os.urandom (reseeded in a forked child), not from a
+# system call each: every step takes one. They name rows, they guard nothing (the web page
+# has its own authentication), so they need to be unique, not unpredictable.
+_IDS = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
+
+
 def new_id() -> str:
     """A fresh random id (32 hex characters, 128 random bits) for runs and checkpoints."""
-    return os.urandom(16).hex()
+    return f"{_IDS.getrandbits(128):032x}"
 
 
 def utcnow() -> _dt.datetime:
@@ -254,3 +262,32 @@ def latest_forkable(
     if cp is None:
         _assert_run(store, execution_id)
     return cp
+
+
+def run_result(rows: list[Checkpoint]) -> dict[str, Any] | None:
+    """What a finished run ended with, read from its rows (seq order): ``None`` while its
+    newest row is not a run-end marker (running, paused, or a failed run resumed since).
+
+    The one home of what a run-end row means (docs/design.md §2):
+
+    - ``completed``: ``{"status": "completed", "output": ...}``; an agent's run-end row keeps
+      its final text in ``node_output["output"]``, a chain's output is its final state, the
+      run-end row's ``state_snapshot`` (kept once, not copied into ``node_output``);
+    - ``failed``: ``{"status": "failed", "error": "<Type>: <message>", "failed_node_id":
+      ...}`` (``None`` when the failure came from outside any step).
+
+    Both carry ``"checkpoint_id"``, the run-end row's.
+    """
+    if not rows or not rows[-1].is_run_end:
+        return None
+    end = rows[-1]
+    kept = end.node_output if isinstance(end.node_output, dict) else {}
+    if end.status == "failed":
+        return {
+            "status": "failed",
+            "error": kept.get("error"),
+            "failed_node_id": kept.get("node_id"),
+            "checkpoint_id": end.checkpoint_id,
+        }
+    output = kept.get("output", end.state_snapshot)
+    return {"status": "completed", "output": output, "checkpoint_id": end.checkpoint_id}

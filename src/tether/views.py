@@ -17,7 +17,7 @@ from typing import Any
 
 from ._stale import lease_lapses_at, staleness
 from ._trace import trace_id_of
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, run_result
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "missing_parents",
     "pending_json",
     "pending_state",
+    "run_detail",
     "run_json",
     "run_note",
     "runner_filter",
@@ -67,7 +68,8 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
     nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
     ``"owner_gone"``, ``"unowned"`` or ``None``),
     ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
-    ``parent_pruned`` (a fork whose parent run is no longer in the store).
+    ``parent_pruned`` (a fork whose parent run is no longer in the store) and ``damaged``
+    (a listed run whose row could not be fully read: which fields, else ``None``).
 
     Args:
         run: the run.
@@ -94,6 +96,7 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
         "stale_reason": None if stale is None else stale.reason,
         "stale_note": None if stale is None else stale.describe(),
         "parent_pruned": parent_pruned,
+        "damaged": run.damaged,
     }
 
 
@@ -131,6 +134,7 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "claimed_by": pending.claimed_by,
         "claim_expires_at": pending.claim_expires_at,
         "resume_value": pending.resume_value,
+        "damaged": pending.damaged,
     }
 
 
@@ -172,6 +176,30 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
         )
         previous = cp.state_snapshot
     return rows
+
+
+def run_detail(store: Checkpointer, run: RunRecord, rows: list[Checkpoint]) -> dict[str, Any]:
+    """Everything about one run, as ``tether runs show --json`` prints it and
+    ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
+    output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
+    while it has not ended), ``checkpoints`` (:func:`timeline`), ``pending_interrupt``,
+    ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
+    oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
+
+    Args:
+        run: the run.
+        rows: its checkpoints (``store.list``).
+    """
+    execution_id = run.execution_id
+    pending = store.get_pending_interrupt(execution_id)
+    return {
+        "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
+        "result": run_result(rows),
+        "checkpoints": timeline(run, rows),
+        "pending_interrupt": None if pending is None else pending_json(pending),
+        "idempotency": store.list_idempotent(execution_id),
+        "audit": [entry.as_dict() for entry in store.list_audit(execution_id)],
+    }
 
 
 def state_diff(before: Any, after: Any) -> dict[str, list[str]]:

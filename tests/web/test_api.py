@@ -93,7 +93,7 @@ def test_api_approve_resumes_the_run_and_a_second_approval_is_409_and_changes_no
     assert body["resume_value"] == {
         "approved": True,
         "data": {"cap": 400},
-        "metadata": {"via": "web", "note": "fine"},
+        "metadata": {"via": "api", "note": "fine"},
     }
     assert body["output"]["approved"] is True and body["output"]["notified"] is True
     rows_before = len(store.list(eid))
@@ -125,7 +125,7 @@ def test_without_a_runner_for_the_run_the_answer_is_stored_and_says_so(store):
         assert pending.resume_value == {
             "approved": True,
             "data": [1],
-            "metadata": {"via": "web", "note": "ok"},
+            "metadata": {"via": "api", "note": "ok"},
         }
         assert store.get_run(eid).status == "paused"
         again = client.post(f"/api/runs/{eid}/reject", json={}, headers=bearer())
@@ -298,11 +298,11 @@ def test_sessions_are_signed_and_expire():
     sessions = Sessions("tok")
     session, cookie = sessions.new(authenticated=True)
     assert sessions.load(cookie) == session
-    nonce, flag, issued, sig = cookie.split(".")
-    assert sessions.load(f"{nonce}.1.{issued}.{'0' * len(sig)}") is None
+    nonce, flag, issued, user, sig = cookie.split(".")
+    assert sessions.load(f"{nonce}.1.{issued}.{user}.{'0' * len(sig)}") is None
     assert Sessions("other").load(cookie) is None  # a new token logs everyone out
     old = str(int(_time.time()) - SESSION_MAX_AGE_SECONDS - 5)
-    body = f"{nonce}.{flag}.{old}"
+    body = f"{nonce}.{flag}.{old}.{user}"
     assert sessions.load(f"{body}.{sessions._sign(body)}") is None
     assert sessions.csrf_ok(session, sessions.csrf_token(session))
     assert not sessions.csrf_ok(session, "")
@@ -385,3 +385,24 @@ def test_the_timeline_labels_rows_by_what_they_record(store):
         assert login(c).status_code == 303
         page = c.get(f"/runs/{failed.execution_id}").text
     assert "before tool call" in page and "<th>step_type</th>" not in page
+
+
+def test_api_run_shows_the_answer_in_the_audit_trail_and_the_completed_runs_output(client, store):
+    eid = paused_run(store)
+    question = store.get_pending_interrupt(eid).checkpoint_id
+    client.post(
+        f"/api/runs/{eid}/approve", json={"note": "fine", "data": {"cap": 4}}, headers=bearer()
+    )
+
+    shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()
+    [entry] = shown["audit"]
+    assert (entry["action"], entry["via"], entry["actor"], entry["note"], entry["data"]) == (
+        "approved",
+        "api",
+        None,  # the shared token names nobody
+        "fine",
+        {"cap": 4},
+    )
+    assert entry["checkpoint_id"] == question and entry["interrupt"]["node_id"] == "review"
+    assert shown["result"]["status"] == "completed"
+    assert shown["result"]["output"]["notified"] is True

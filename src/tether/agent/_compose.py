@@ -229,4 +229,5 @@ async def fork(
     await store.aput(
         rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=src.agent_path)
     )
+    await rows.record_fork_answer(store, eid, value, src)
     return await drive_outermost(runner, store, eid, run.input, reentry)

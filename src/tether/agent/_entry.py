@@ -157,4 +157,5 @@ async def fork(
     await store.aput(
         rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=_agent_path(agent))
     )
+    await rows.record_fork_answer(store, eid, value, src)
     return await drive(agent, store, eid, cursor)

@@ -153,6 +153,7 @@ async def fork(
             next_node_id=next_node,
         )
     )
+    await rows.record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
 
 
@@ -181,6 +182,7 @@ async def _fork_in_runner(
     )
     cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
     cursor.reentry = reentry.deeper()
+    await rows.record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, cursor)
 
 
@@ -250,7 +252,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                 fault("chain.after_commit")
                 owner = None
                 answers = []
-                results[node_id] = updates
+                # Only the newest: one entry per node would hold every update of a long
+                # linear run (each a grown copy of its lists), quadratic in its length.
+                results = {node_id: updates}
                 state = new_state
                 node_id = next_id
             fault("run.before_end")

@@ -3,16 +3,19 @@ command module's commands added (the command modules import ``_app``, never this
 
 from __future__ import annotations
 
-from . import answer, maintenance, runs, serve, worker
+from . import answer, audit, lists, maintenance, runs, serve, users, worker
 from ._app import cli, invoke
 
 __all__ = ["cli", "invoke"]
 
 for _command in (
     *runs.COMMANDS,
+    *lists.COMMANDS,
     *answer.COMMANDS,
+    *audit.COMMANDS,
     *maintenance.COMMANDS,
     *serve.COMMANDS,
+    *users.COMMANDS,
     *worker.COMMANDS,
 ):
     cli.add_command(_command)

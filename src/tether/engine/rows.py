@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import serde
+from ..audit import answer_entry
 from ..checkpoint import (
     RESUMABLE,
     RUN_END,
@@ -48,6 +49,7 @@ __all__ = [
     "not_an_interrupt",
     "not_paused",
     "pause",
+    "record_fork_answer",
     "record_pause",
     "restart_input",
     "resume_point",
@@ -257,6 +259,16 @@ def not_an_interrupt(src: Checkpoint) -> AlreadyResumed:
         "resume_value",
         execution_id=src.execution_id,
     )
+
+
+async def record_fork_answer(
+    store: Checkpointer, execution_id: str, value: Resume | None, src: Checkpoint
+) -> None:
+    """Record a fork's ``resume_value`` in the branch's audit trail: it answers ``src``'s
+    question for the branch (docs/design.md §5, "The audit trail"). Written right after the
+    branch's ``fork_origin`` row, before the answer is used."""
+    if value is not None:
+        await store.arecord_audit(answer_entry(execution_id, value, src))
 
 
 # -- what resume reads ----------------------------------------------------------------------

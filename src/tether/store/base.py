@@ -1,12 +1,14 @@
 """The storage protocol every backend implements (DESIGN section 7).
 
-Four concerns, each a table in the SQL backends:
+Five concerns, each a table in the SQL backends:
 
 - **runs**: one row per run (runner name and kind, status, owner, timestamps), so listing runs
   and finding unfinished ones never scans checkpoints;
 - **checkpoints**: the boundary records of :mod:`tether.checkpoint`;
 - **pending interrupts**: at most one per run, claimed atomically by exactly one resumer;
-- **idempotency cache**: ``(execution_id, key) -> JSON result``.
+- **idempotency cache**: ``(execution_id, key) -> JSON result``;
+- **audit trail**: who answered each interrupt, when, how and with what
+  (:class:`~tether.audit.AuditEntry`), written with the answer and pruned with the run.
 
 Backends know the record and this protocol only, never the engine. The engine calls the async
 twins (``a``-prefixed); a backend whose I/O is fast and local may implement them by calling the
@@ -20,6 +22,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 
 __all__ = [
@@ -51,6 +54,9 @@ class RunRecord:
         lease_expires_at: when that lease lapses (UTC).
         error: for a failed run, ``"<ExceptionType>: <message>"``.
         created_at / updated_at / finished_at: UTC timestamps.
+        damaged: set only on a listing's entry whose row could not be fully decoded: which
+            fields are unreadable (they are ``None``, names shown with bad bytes replaced);
+            see :mod:`tether.store._listing`.
     """
 
     execution_id: str
@@ -66,6 +72,7 @@ class RunRecord:
     created_at: _dt.datetime | None = None
     updated_at: _dt.datetime | None = None
     finished_at: _dt.datetime | None = None
+    damaged: str | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +91,8 @@ class PendingInterrupt:
         claim_expires_at: when that claim lapses; after it, the run is resumable again.
         resume_value: the answer given, as a JSON-able dict (kept so a claimer that dies does
             not lose it), or ``None`` while unanswered.
+        damaged: as :attr:`RunRecord.damaged`, for a listed interrupt whose row could not be
+            fully decoded.
     """
 
     execution_id: str
@@ -96,6 +105,7 @@ class PendingInterrupt:
     claimed_by: str | None = None
     claim_expires_at: _dt.datetime | None = None
     resume_value: dict[str, Any] | None = None
+    damaged: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,
@@ -209,6 +219,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
 
@@ -217,6 +228,8 @@ class Checkpointer(Protocol):
         it (its claimer died: the lease lapsed, or ``steal_from`` names the dead claimer).
         With ``checkpoint_id``: only if the pending interrupt is the one recorded at that
         checkpoint, checked in the same statement (an answer is bound to the question shown).
+        With ``audit`` and ``resume_value``: the entry is appended to the run's audit trail
+        in the same transaction, only when the answer is stored.
 
         Returns:
             The claimed row (with the stored answer), or ``None`` if the caller lost.
@@ -235,12 +248,34 @@ class Checkpointer(Protocol):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
         is gone or already answered, or, given ``checkpoint_id`` (the question the person was
         shown), if the run waits on another question by then: checked in the same statement,
         so an answer never lands on a question nobody saw (docs/design.md, "Interrupts and the
-        claim")."""
+        claim"). ``audit`` is appended to the run's audit trail in the same transaction, only
+        when the answer is stored (docs/design.md §5, "The audit trail")."""
+
+    # --- audit trail ----------------------------------------------------------------------
+    def record_audit(self, entry: AuditEntry) -> None:
+        """Append an entry that comes with no answer (a cancel, a state patch) to its run's
+        audit trail, in its own transaction; the store sets ``at`` and ``entry_id``.
+
+        Raises:
+            SerializationError: ``entry.data`` cannot be stored as JSON (nothing written).
+        """
+
+    def list_audit(
+        self,
+        execution_id: str | None = None,
+        *,
+        since: _dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[AuditEntry]:
+        """One run's audit trail in the order recorded; or, with ``execution_id=None``,
+        every run's entries recorded at or after ``since`` (UTC; naive is taken as UTC),
+        oldest first, at most ``limit`` (``None``: all)."""
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -306,6 +341,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None: ...
     async def arenew_claim(
         self, execution_id: str, *, owner: str, lease_seconds: float
@@ -313,6 +349,7 @@ class Checkpointer(Protocol):
     async def arelease_claim(self, execution_id: str, *, owner: str) -> bool: ...
     async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]: ...
     async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any: ...
+    async def arecord_audit(self, entry: AuditEntry) -> None: ...
 
 
 class SyncAsyncMixin:
@@ -400,6 +437,7 @@ class SyncAsyncMixin:
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         return self.claim_interrupt(  # type: ignore[attr-defined,no-any-return]
             execution_id,
@@ -408,6 +446,7 @@ class SyncAsyncMixin:
             lease_seconds=lease_seconds,
             steal_from=steal_from,
             checkpoint_id=checkpoint_id,
+            audit=audit,
         )
 
     async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:

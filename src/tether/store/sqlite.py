@@ -29,6 +29,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import (
     ConcurrentWriteError,
@@ -37,17 +38,19 @@ from ..errors import (
     SerializationError,
     TetherError,
 )
-from . import _codec
+from . import _codec, _listing
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._langgraph_sql import SQLITE_MIGRATION_V5
+from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
+from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -135,6 +138,8 @@ MIGRATIONS[3] = (
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -166,12 +171,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -192,9 +192,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = ?"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts ORDER BY created_at LIMIT ?"
 )
 # The claim: one statement, so exactly one concurrent caller gets the row back.
 CLAIM_PENDING: Final = (
@@ -236,7 +233,11 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -494,23 +495,27 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
             row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
-        sql = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE 1 = 1"
-        args: list[Any] = []
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(status)
-        if runner_name is not None:
-            sql += " AND runner_name = ?"
-            args.append(runner_name)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        args.append(limit)
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        sql = sql.replace("{schema}.", "")
         with self._read() as conn:
-            return [_codec.run_from_row(r) for r in conn.execute(sql, args).fetchall()]
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+            # A TEXT value that is not UTF-8 stops the whole fetch: read again with bad bytes
+            # kept as surrogates, so only that row's entry is marked damaged.
+            conn.text_factory = _lenient_text
+            try:
+                return conn.execute(sql, args).fetchall()
+            finally:
+                conn.text_factory = str
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when.timestamp()
 
     def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
         now = _now()
@@ -711,14 +716,14 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         """The row a resume re-enters, mostly in one read (the contract of
         :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
         with self._read() as conn:
-            window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
-            if not window:
+            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
+            if not rows:
                 return None, None
-            rows, chain = _codec.resume_window(window)
-            if chain is None:  # run-end markers one after another
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[0][2])).fetchall()
-                bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-                chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+            if _codec.resumable_lies_further_back(rows):
+                older = (execution_id, min(r[2] for r in rows))
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, older).fetchall()
+            bounds = _codec.state_chain_bounds(rows)
+            chain = conn.execute(SELECT_STATE_CHAIN, (execution_id, *bounds)).fetchall()
         cp, ended, head = _codec.resume_point(rows, chain)
         self._heads.set(execution_id, head)
         return cp, ended
@@ -744,10 +749,6 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
         return None if row is None else _codec.pending_from_row(row)
 
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        with self._read() as conn:
-            return [_codec.pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
-
     def claim_interrupt(
         self,
         execution_id: str,
@@ -757,6 +758,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         value = _codec.dump_json(resume_value, "resume_value")
         now = _now()
@@ -780,6 +782,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 conn.execute(
                     UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
                 )
+                if audit is not None and value is not None:
+                    insert_audit(conn, audit, now)
         return None if row is None else _codec.pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
@@ -804,11 +808,15 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         value = _codec.dump_json(resume_value, "resume_value")
         params = (value, execution_id, checkpoint_id, checkpoint_id)
         with self._write() as conn:
-            return conn.execute(ANSWER_PENDING, params).rowcount == 1
+            stored = conn.execute(ANSWER_PENDING, params).rowcount == 1
+            if stored and audit is not None:
+                insert_audit(conn, audit, _now())
+            return stored
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -862,6 +870,9 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    for statement in SQLITE_PRUNE_THREAD:  # a LangGraph run's thread
+                        conn.execute(statement, (eid,))
+                    conn.execute(DELETE_AUDIT_OF, (eid,))
                     conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
                 result.runs += 1
                 result.checkpoints += n_cp
