@@ -212,7 +212,7 @@ def test_a_damaged_row_spoils_only_its_own_entry_in_every_listing(client, store)
 
 def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
     from tests.support.damage import paused
-    from tether.worker import enqueue
+    from tether.worker_process import enqueue
 
     for i in range(7):
         paused(store, f"p-{i}")
