@@ -24,3 +24,10 @@ def test_a_duration_too_long_for_a_date_is_bad_input_not_a_crash(store, db_url, 
     assert args[-2] in proc.stderr and repr(args[-1]) in proc.stderr
     assert "OverflowError" not in proc.stderr and len(proc.stderr.splitlines()) == 1
     assert store.get_run(eid) is not None
+
+
+def test_approve_data_with_nan_is_bad_input_and_leaves_the_run_paused(store, db_url):
+    eid = paused_run(store)
+    proc = tether_cli(db_url, "approve", eid, "--data", '{"amount": NaN}')
+    assert proc.returncode == 4 and "NaN is not a JSON number" in proc.stderr, proc.stderr
+    assert store.get_pending_interrupt(eid).resume_value is None

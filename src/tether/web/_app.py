@@ -23,6 +23,7 @@ from ..cli._filters import RUN_STATUSES
 from ..cli._render import compact, to_json, when
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
+from ..serde import parse_json_text
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
 from ._guard import LOOPBACK_NAMES, HostGuard
@@ -396,7 +397,7 @@ class _Web:
         data_text = (_field(form.get("data")) or "").strip()
         kept = {"note": note or "", "data": data_text}
         try:
-            data = json.loads(data_text) if data_text else None
+            data = parse_json_text(data_text) if data_text else None
         except json.JSONDecodeError as exc:
             return await self.render_run(
                 request,
@@ -498,7 +499,7 @@ class _Web:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _json({"error": "send the answer as application/json"}, 415)
         try:
-            body = json.loads(await _capped_body(request) or b"{}")
+            body = parse_json_text(await _capped_body(request) or b"{}")
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         except json.JSONDecodeError as exc:
