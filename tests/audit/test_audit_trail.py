@@ -138,3 +138,22 @@ def test_an_entry_whose_stored_json_is_damaged_is_listed_with_the_damage_named(t
     assert first.actor == "alice" and "cannot be read" in first.data["unreadable"]
     assert second.data == {"ok": True}
     store.close()
+
+
+def test_an_entry_the_store_cannot_write_leaves_the_answer_unstored_too(store):
+    from tether.errors import SerializationError
+
+    eid = _paused(store)
+    pending = store.get_pending_interrupt(eid)
+    unstorable = AuditEntry(eid, "approved", "cli", "alice", data=object())
+    value = {"approved": True, "data": None, "metadata": {}}
+    with pytest.raises(SerializationError):
+        store.answer_interrupt(eid, value, checkpoint_id=pending.checkpoint_id, audit=unstorable)
+    with pytest.raises(SerializationError):
+        store.claim_interrupt(
+            eid, owner="me", resume_value=value, lease_seconds=30, audit=unstorable
+        )
+    still = store.get_pending_interrupt(eid)
+    assert still.resume_value is None and still.claimed_by is None
+    assert store.get_run(eid).status == "paused"
+    assert store.list_audit(eid) == []
