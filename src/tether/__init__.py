@@ -24,6 +24,7 @@ from .agent import (
 from .chain import Chain
 from .checkpoint import Checkpoint, latest_forkable, latest_resumable
 from .connect import connect
+from .control import CancelResult, acancel, cancel
 from .errors import (
     AlreadyResumed,
     ChainResumeError,
@@ -40,6 +41,7 @@ from .errors import (
     MissingStepError,
     RecordRejectedError,
     ResumeError,
+    RunCancelledError,
     RunnerMismatchError,
     RunNotFoundError,
     SchemaVersionError,
@@ -68,6 +70,7 @@ __all__ = [
     "Agent",
     "AgentResult",
     "AlreadyResumed",
+    "CancelResult",
     "Chain",
     "ChainResult",
     "ChainResumeError",
@@ -96,6 +99,7 @@ __all__ = [
     "Registry",
     "Resume",
     "ResumeError",
+    "RunCancelledError",
     "RunNotFoundError",
     "RunRecord",
     "RunnerMismatchError",
@@ -112,8 +116,10 @@ __all__ = [
     "ToolCall",
     "UnreachableNodesError",
     "Worker",
+    "acancel",
     "aenqueue",
     "arun_worker",
+    "cancel",
     "connect",
     "current_agent_path",
     "current_execution_id",

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .errors import AlreadyResumed, RunNotFoundError
+from .errors import AlreadyResumed, RunCancelledError, RunNotFoundError
 
 if TYPE_CHECKING:
     from .store.base import Checkpointer
@@ -29,13 +29,13 @@ __all__ = [
 StepType = Literal[
     "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
 ]
-Status = Literal["completed", "interrupted", "failed"]
+Status = Literal["completed", "interrupted", "failed", "cancelled"]
 
 RUN_END: Final = "run_end"
 STEP_TYPES: Final = frozenset(
     {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
 )
-STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
+STATUSES: Final = frozenset({"completed", "interrupted", "failed", "cancelled"})
 
 
 _LABELS: Final = {
@@ -47,6 +47,7 @@ _LABELS: Final = {
     ("fork_origin", "completed"): "branch start",
     ("run_end", "completed"): "run completed",
     ("run_end", "failed"): "run failed",
+    ("run_end", "cancelled"): "run cancelled",
 }
 
 
@@ -70,7 +71,8 @@ class Checkpoint:
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
             ``fork_origin``, ``run_end``.
-        status: ``completed``, ``interrupted`` or ``failed``; drives resume (DESIGN section 4).
+        status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
+            only); drives resume (DESIGN section 4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -162,6 +164,7 @@ def latest_resumable(
     Raises:
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled.
     """
     cp: Checkpoint | None
     fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
@@ -176,6 +179,11 @@ def latest_resumable(
             )
     if cp is None and ended is None:
         _assert_run(store, execution_id)
+    if ended == "cancelled":
+        raise RunCancelledError(
+            f"run {execution_id!r} was cancelled; fork it to continue from one of its checkpoints",
+            execution_id=execution_id,
+        )
     if ended == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",

@@ -29,7 +29,8 @@ Tree::
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
     │       ├── LeaseHeldError          a live process is executing the run (holds its lease)
-    │       └── InterruptChangedError   the answer was for a question no longer pending
+    │       ├── InterruptChangedError   the answer was for a question no longer pending
+    │       └── RunCancelledError       the run was cancelled: nothing to resume or answer
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
@@ -289,6 +290,33 @@ class LeaseHeldError(AlreadyResumed):
     ) -> None:
         super().__init__(message, execution_id=execution_id)
         self.owner = owner
+
+
+class RunCancelledError(AlreadyResumed):
+    """The run was cancelled (``tether.cancel``, ``tether cancel``, the web page): it is not
+    resumed, its question takes no answer, and a drive of it that was in flight stops at its
+    next step boundary with this error. A fork still branches from any of its checkpoints
+    (docs/design.md, "Cancel and delete").
+
+    Attributes:
+        cancelled_by: who cancelled it, when recorded.
+        reason: why, when given.
+        cancelled_at: when (ISO 8601, UTC), when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        cancelled_by: str | None = None,
+        reason: str | None = None,
+        cancelled_at: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.cancelled_by = cancelled_by
+        self.reason = reason
+        self.cancelled_at = cancelled_at
 
 
 class InterruptChangedError(AlreadyResumed):

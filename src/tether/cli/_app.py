@@ -147,11 +147,12 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, maintenance, runs, serve, worker
+    from . import answer, control, maintenance, runs, serve, worker
 
     for command in (
         *runs.COMMANDS,
         *answer.COMMANDS,
+        *control.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
         *worker.COMMANDS,

@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from .._runner import question_changed
 from ..checkpoint import Checkpoint, latest_forkable
+from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
@@ -61,6 +62,7 @@ def _answerable(
         raise RunNotFoundError(
             f"no run with execution_id {execution_id!r}", execution_id=execution_id
         )
+    refuse_if_cancelled(store, run)
     pending = store.get_pending_interrupt(execution_id)
     if checkpoint_id is not None and (pending is None or pending.checkpoint_id != checkpoint_id):
         if store.get_checkpoint(execution_id, checkpoint_id) is None:
@@ -151,6 +153,8 @@ def _store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None
     if store.answer_interrupt(execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id):
         return
     now = store.get_pending_interrupt(execution_id)
+    if now is None:  # cancelled while the answer was on its way: say so
+        refuse_if_cancelled(store, store.get_run(execution_id))
     if now is None or now.checkpoint_id != value.checkpoint_id:
         raise question_changed(execution_id, value.checkpoint_id, now)
     raise AlreadyResumed(

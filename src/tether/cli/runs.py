@@ -13,7 +13,7 @@ from .._stale import lease_lapses_at, staleness
 from .._trace import trace_id_of
 from ..checkpoint import Checkpoint
 from ..errors import RunNotFoundError
-from ..store.base import Checkpointer, PendingInterrupt, RunRecord
+from ..store.base import RUN_STATUSES, Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
 from ._render import (
     compact,
@@ -26,7 +26,6 @@ from ._render import (
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 

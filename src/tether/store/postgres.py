@@ -56,6 +56,7 @@ from . import _codec
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
 from ._leases import Fences, creation_lease_seconds
+from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
 from .base import PendingInterrupt, PruneResult, RunRecord
@@ -77,7 +78,7 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
-class PostgresCheckpointer(PostgresLeases):
+class PostgresCheckpointer(PostgresLeases, PostgresControl):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:

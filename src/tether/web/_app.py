@@ -17,9 +17,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..cli._render import compact, to_json, when
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
-from ..store.base import Checkpointer
+from ..store.base import RUN_STATUSES, Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
-from ._service import RUN_STATUSES, ActionError, Answer, Service
+from ._service import ActionError, Answer, Service
 
 __all__ = ["create_app"]
 
@@ -42,7 +42,13 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
+    "its next step boundary.",
 }
+
+# Who the record names for a cancel through the page and the API (one shared token: no user).
+WEB_ACTOR = "web"
+API_ACTOR = "api"
 
 
 class _SecurityHeaders:
@@ -304,6 +310,28 @@ class _Web:
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
         return RedirectResponse(f"/runs/{_quote(execution_id)}?notice={notice}", status_code=303)
 
+    async def cancel_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        form = await request.form()
+        current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
+        if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
+            return self._forbidden(request)
+        assert current is not None  # csrf_ok holds only for a loaded session
+        if not current.authenticated:
+            return self._login_redirect(request)
+        reason = (_field(form.get("reason")) or "").strip() or None
+        try:
+            await self.service.cancel(execution_id, reason, WEB_ACTOR)
+        except ActionError as exc:
+            return await self._render_run(
+                request,
+                (current, None),
+                execution_id,
+                error=exc.message,
+                status_code=exc.status_code,
+            )
+        return RedirectResponse(f"/runs/{_quote(execution_id)}?notice=cancelled", status_code=303)
+
     # --- API ------------------------------------------------------------------------------
     def _api_denied(self, request: Request) -> Response | None:
         if self.sessions.bearer_ok(request.headers.get("authorization")):
@@ -341,6 +369,23 @@ class _Web:
             return denied
         return _json(await self.service.pending(_limit(request)))
 
+    async def api_cancel(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        reason, by = body.get("reason"), body.get("by")
+        if not isinstance(reason, str | None) or not isinstance(by, str | None):
+            return _json({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
+        try:
+            outcome = await self.service.cancel(
+                request.path_params["execution_id"], reason, by or API_ACTOR
+            )
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+        return _json(outcome)
+
     async def api_answer(self, request: Request) -> Response:
         if denied := self._api_denied(request):
             return denied
@@ -369,6 +414,21 @@ class _Web:
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object body (``{}`` when empty), or the error response to send.
+    JSON only: a cross-site form can post urlencoded bodies but never JSON without a CORS
+    preflight, which this server does not answer (CSRF closed under ``--no-auth``)."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return _json({"error": "send the body as application/json"}, 415)
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except json.JSONDecodeError as exc:
+        return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
+    if not isinstance(body, dict):
+        return _json({"error": "the body is a JSON object"}, 400)
+    return body
 
 
 def _field(value: object) -> str | None:
@@ -430,11 +490,13 @@ def create_app(
         # `:path` so that ids holding "/" (e.g. "tenant/order-1") reach their run.
         Route("/runs/{execution_id:path}/approve", web.answer_form, methods=["POST"]),
         Route("/runs/{execution_id:path}/reject", web.answer_form, methods=["POST"]),
+        Route("/runs/{execution_id:path}/cancel", web.cancel_form, methods=["POST"]),
         Route("/runs/{execution_id:path}", web.run_page),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
         Route("/api/runs/{execution_id:path}/approve", web.api_answer, methods=["POST"]),
         Route("/api/runs/{execution_id:path}/reject", web.api_answer, methods=["POST"]),
+        Route("/api/runs/{execution_id:path}/cancel", web.api_cancel, methods=["POST"]),
         Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 import anyio.to_thread
@@ -22,20 +22,22 @@ from .._runner import question_changed
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli.runs import missing_parents, pending_json, run_json, timeline
+from ..control import cancel as cancel_run
+from ..control import refuse_if_cancelled
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,
     InterruptChangedError,
+    RunCancelledError,
     RunnerMismatchError,
+    RunNotFoundError,
     TetherError,
 )
 from ..interrupt import Resume
 from ..registry import Registry
-from ..store.base import Checkpointer
+from ..store.base import RUN_STATUSES, Checkpointer, RunRecord
 
 T = TypeVar("T")
-
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 
 
 class ActionError(Exception):
@@ -158,6 +160,23 @@ class Service:
 
         return await self._off_loop(read)
 
+    # --- control --------------------------------------------------------------------------
+    async def cancel(self, execution_id: str, reason: str | None, by: str | None) -> dict[str, Any]:
+        """Cancel a run (``tether.cancel``): ``{"execution_id", "cancelled", "status", ...}``
+        (the shape of ``tether cancel --json``).
+
+        Raises:
+            ActionError: 404 no such run.
+        """
+
+        def act() -> dict[str, Any]:
+            try:
+                return asdict(cancel_run(execution_id, reason=reason, by=by, store=self.store))
+            except RunNotFoundError:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
+
+        return await self._off_loop(act)
+
     # --- the answer -----------------------------------------------------------------------
     async def answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         """Approve or reject a run's pending interrupt.
@@ -185,10 +204,17 @@ class Service:
         with lock:
             return self._answer(execution_id, answer)
 
+    def _refuse_if_cancelled(self, run: RunRecord | None) -> None:
+        try:
+            refuse_if_cancelled(self.store, run)
+        except RunCancelledError as exc:
+            raise ActionError(409, exc.message) from None
+
     def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         run = self.store.get_run(execution_id)
         if run is None:
             raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        self._refuse_if_cancelled(run)
         pending = self.store.get_pending_interrupt(execution_id)
         shown = answer.checkpoint_id
         if shown is not None and (pending is None or pending.checkpoint_id != shown):
@@ -214,6 +240,8 @@ class Service:
             )
             if not stored:
                 now = self.store.get_pending_interrupt(execution_id)
+                if now is None:
+                    self._refuse_if_cancelled(self.store.get_run(execution_id))
                 if now is None or now.checkpoint_id != pending.checkpoint_id:
                     changed = question_changed(execution_id, pending.checkpoint_id, now)
                     raise ActionError(409, changed.message)
@@ -231,6 +259,8 @@ class Service:
         try:
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
+        except RunCancelledError as exc:
+            raise ActionError(409, exc.message) from None
         except InterruptChangedError as exc:
             raise ActionError(409, exc.message) from None
         except AlreadyResumed as exc:

@@ -1,0 +1,62 @@
+"""``tether cancel`` and ``tether runs delete``: end a run for good, or remove it
+(docs/design.md, "Cancel and delete"; docs/cli.md)."""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import asdict
+
+import click
+from rich.markup import escape
+
+from ..control import cancel as cancel_run
+from ._app import open_store, store_options
+from ._render import emit_json, out, styled_status
+
+
+def operator_name() -> str | None:
+    """Who is at the terminal (the OS user), for the record of what they did."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a bare container)
+        return None
+
+
+@click.command("cancel")
+@click.argument("execution_id")
+@click.option("--reason", metavar="TEXT", help="Why; recorded on the run with who and when.")
+@click.option("--by", metavar="NAME", help="Who cancels (default: the OS user).")
+@store_options
+def cancel(
+    execution_id: str, reason: str | None, by: str | None, db_url: str, as_json: bool
+) -> int:
+    """Cancel a run: a queued run never starts, a paused run's question is withdrawn, a
+    running run stops at its next step boundary (wherever it runs). The run ends
+    `cancelled`: resume refuses it, fork still branches from it.
+
+    Cancelling a run that already ended changes nothing and says so.
+    """
+    store = open_store(db_url)
+    try:
+        result = cancel_run(execution_id, reason=reason, by=by or operator_name(), store=store)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(asdict(result))
+        return 0
+    if not result.cancelled:
+        how = "was cancelled before" if result.status == "cancelled" else "had already ended"
+        out.print(f"run {execution_id} {how}: {styled_status(result.status)} (nothing changed)")
+        return 0
+    out.print(
+        f"cancelled run {execution_id} (was {escape(str(result.status_before))}): "
+        f"{styled_status('cancelled')}"
+    )
+    if result.withdrawn_checkpoint_id:
+        out.print(f"  question withdrawn (checkpoint {result.withdrawn_checkpoint_id})")
+    if result.stopping:
+        out.print("  the process running it stops at its next step boundary")
+    return 0
+
+
+COMMANDS = (cancel,)
