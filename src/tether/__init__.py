@@ -24,7 +24,7 @@ from .agent import (
 from .chain import Chain
 from .checkpoint import Checkpoint, latest_forkable, latest_resumable
 from .connect import connect
-from .control import CancelResult, acancel, cancel
+from .control import CancelResult, DeleteResult, acancel, adelete, cancel, delete
 from .errors import (
     AlreadyResumed,
     ChainResumeError,
@@ -44,6 +44,7 @@ from .errors import (
     RunCancelledError,
     RunnerMismatchError,
     RunNotFoundError,
+    RunStatusChangedError,
     SchemaVersionError,
     SerializationError,
     StoreError,
@@ -80,6 +81,7 @@ __all__ = [
     "ConcurrentWriteError",
     "ConfigurationError",
     "CorruptRecordError",
+    "DeleteResult",
     "ExecutionError",
     "InterruptChangedError",
     "InterruptOutsideRunError",
@@ -102,6 +104,7 @@ __all__ = [
     "RunCancelledError",
     "RunNotFoundError",
     "RunRecord",
+    "RunStatusChangedError",
     "RunnerMismatchError",
     "SQLiteCheckpointer",
     "SchemaVersionError",
@@ -117,6 +120,7 @@ __all__ = [
     "UnreachableNodesError",
     "Worker",
     "acancel",
+    "adelete",
     "aenqueue",
     "arun_worker",
     "cancel",
@@ -124,6 +128,7 @@ __all__ = [
     "current_agent_path",
     "current_execution_id",
     "current_idempotency_key",
+    "delete",
     "enqueue",
     "idempotent",
     "interrupt",

@@ -28,14 +28,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._runner import run_sync
-from .errors import ConcurrentWriteError, ConfigurationError, RunCancelledError, RunNotFoundError
+from .errors import (
+    ConcurrentWriteError,
+    ConfigurationError,
+    RunCancelledError,
+    RunNotFoundError,
+    RunStatusChangedError,
+)
 from .store._control import ControlStore
 
 if TYPE_CHECKING:
     from .checkpoint import Checkpoint
     from .store.base import Checkpointer, RunRecord
 
-__all__ = ["CancelResult", "acancel", "cancel"]
+__all__ = ["CancelResult", "DeleteResult", "acancel", "adelete", "cancel", "delete"]
 
 
 @dataclass(slots=True)
@@ -157,6 +163,84 @@ def cancel(
         StoreError: the store failed (nothing changed).
     """
     return run_sync(acancel(execution_id, reason=reason, by=by, store=store))
+
+
+@dataclass(slots=True)
+class DeleteResult:
+    """What :func:`delete` removed.
+
+    Attributes:
+        execution_id: the run.
+        status: its status when it was deleted.
+        checkpoints: checkpoint rows removed.
+        idempotency: idempotency-cache rows removed.
+        pending: pending interrupts removed (1 for a paused run).
+    """
+
+    execution_id: str
+    status: str
+    checkpoints: int = 0
+    idempotency: int = 0
+    pending: int = 0
+
+
+async def adelete(
+    execution_id: str,
+    *,
+    store: str | Checkpointer | None = None,
+    only_if_status: str | None = None,
+) -> DeleteResult:
+    """Async twin of :func:`delete`."""
+    if not isinstance(execution_id, str) or not execution_id:
+        raise RunNotFoundError(f"execution_id must be a non-empty str, got {execution_id!r}")
+    st = _open(store)
+    statuses = None if only_if_status is None else (only_if_status,)
+    out = await _control(st).adelete_run(execution_id, statuses=statuses)
+    if not out.found:
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r} in {st!r}", execution_id=execution_id
+        )
+    if only_if_status is not None and out.status != only_if_status:
+        raise RunStatusChangedError(
+            f"run {execution_id!r} is {out.status} now, not {only_if_status}; nothing was "
+            "deleted (look at it again before deleting it)",
+            execution_id=execution_id,
+        )
+    signal(execution_id)  # a drive of this process stops now rather than at its next commit
+    return DeleteResult(
+        execution_id, str(out.status), out.checkpoints, out.idempotency, out.pending
+    )
+
+
+def delete(
+    execution_id: str,
+    *,
+    store: str | Checkpointer | None = None,
+    only_if_status: str | None = None,
+) -> DeleteResult:
+    """Delete every row of one run (checkpoints, pending interrupt, idempotency cache, the run
+    row) in one transaction, whatever its status. ``prune`` stays the bulk tool for finished
+    runs; this is for one run you mean to remove now. A paused run's question goes with it; a
+    running run's drive finds its run gone at its next commit (``LeaseLost``) and stops.
+    Forks of the run are kept (they show ``parent pruned``).
+
+    Args:
+        execution_id: the run.
+        store: the run's store, or its URL (default: ``TETHER_DATABASE_URL``).
+        only_if_status: delete only while the run has this status (what a confirmation was
+            given for): the CLI and the web page pass the status they showed.
+
+    Returns:
+        A :class:`DeleteResult` with the counts removed.
+
+    Raises:
+        RunNotFoundError: no run has this id.
+        RunStatusChangedError: ``only_if_status`` was given and the run has another status
+            (nothing deleted).
+        ConfigurationError: the store cannot delete runs.
+        StoreError: the store failed (nothing deleted).
+    """
+    return run_sync(adelete(execution_id, store=store, only_if_status=only_if_status))
 
 
 async def cancelled_error(store: Checkpointer, execution_id: str) -> RunCancelledError:

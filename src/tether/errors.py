@@ -23,6 +23,7 @@ Tree::
     │   └── ConcurrentWriteError        another process wrote this run's next step first
     │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
+    ├── RunStatusChangedError           the run's status changed since it was shown (delete)
     ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
     ├── RunnerMismatchError             the run belongs to another runner
     ├── ResumeError
@@ -236,6 +237,11 @@ class LeaseLost(ConcurrentWriteError):
 
 class RunNotFoundError(TetherError):
     """No run with this ``execution_id`` exists in the store."""
+
+
+class RunStatusChangedError(TetherError):
+    """An operation confirmed for a run in one status found it in another (``delete`` with
+    ``only_if_status``): nothing was changed; look at the run again."""
 
 
 class CheckpointNotFoundError(TetherError):

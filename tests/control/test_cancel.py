@@ -196,7 +196,7 @@ def test_an_async_run_in_this_process_is_cancelled_from_another_thread(store):
     def drive() -> None:
         try:
             box["result"] = chain.run({}, execution_id="inproc-1")
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+        except BaseException as exc:
             box["error"] = exc
 
     thread = threading.Thread(target=drive)

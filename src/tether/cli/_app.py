@@ -158,6 +158,7 @@ def _register() -> None:
         *worker.COMMANDS,
     ):
         cli.add_command(command)
+    runs.runs_group.add_command(control.runs_delete)
 
 
 _register()

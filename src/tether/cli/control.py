@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import getpass
+import sys
 from dataclasses import asdict
 
 import click
 from rich.markup import escape
 
 from ..control import cancel as cancel_run
+from ..control import delete as delete_run
+from ..errors import RunNotFoundError
+from . import _errors
 from ._app import open_store, store_options
 from ._render import emit_json, out, styled_status
 
@@ -56,6 +60,47 @@ def cancel(
         out.print(f"  question withdrawn (checkpoint {result.withdrawn_checkpoint_id})")
     if result.stopping:
         out.print("  the process running it stops at its next step boundary")
+    return 0
+
+
+CONFIRM_STATUSES = ("paused", "running")
+"""Statuses whose run is deleted only after a confirmation: someone waits on its question, or
+a process is executing it."""
+
+
+@click.command("delete")
+@click.argument("execution_id")
+@click.option("--yes", is_flag=True, help="Delete a paused or running run without asking.")
+@store_options
+def runs_delete(execution_id: str, yes: bool, db_url: str, as_json: bool) -> int:
+    """Delete one run and every row it has (checkpoints, pending question, idempotency
+    cache), whatever its status. A paused or running run is deleted only after you confirm
+    (or with --yes); `tether prune` remains the bulk tool for old finished runs."""
+    store = open_store(db_url)
+    try:
+        run = store.get_run(execution_id)
+        if run is None:
+            raise RunNotFoundError(
+                f"no run with execution_id {execution_id!r}", execution_id=execution_id
+            )
+        if run.status in CONFIRM_STATUSES and not yes:
+            what = "waits for an answer" if run.status == "paused" else "may be executing"
+            if not sys.stdin.isatty():
+                raise _errors.CommandError(
+                    f"run {execution_id} is {run.status} (it {what}); pass --yes to delete it",
+                    _errors.BAD_INPUT,
+                )
+            click.confirm(f"run {execution_id} is {run.status} (it {what}); delete it?", abort=True)
+        result = delete_run(execution_id, store=store, only_if_status=run.status)
+    finally:
+        store.close()
+    if as_json:
+        emit_json(asdict(result))
+        return 0
+    out.print(
+        f"deleted run {execution_id} ({styled_status(result.status)}): {result.checkpoints} "
+        f"checkpoints, {result.idempotency} cached results, {result.pending} pending questions"
+    )
     return 0
 
 

@@ -42,6 +42,7 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "deleted": "Run deleted with all its rows.",
     "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
     "its next step boundary.",
 }
@@ -273,9 +274,9 @@ class _Web:
         context = {**shown, "error": error, "form": form or {}}
         return self._page(request, "run.html", context, status_code=status_code, session=session)
 
-    async def answer_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        approved = request.url.path.endswith("/approve")
+    async def _posted_form(self, request: Request) -> tuple[Session, Any] | Response:
+        """A page form's post, once its CSRF token and the login are checked: ``(session,
+        form)``, or the response that refuses it (403, or a redirect to the login)."""
         form = await request.form()
         current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
@@ -283,6 +284,15 @@ class _Web:
         assert current is not None  # csrf_ok holds only for a loaded session
         if not current.authenticated:
             return self._login_redirect(request)
+        return current, form
+
+    async def answer_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        approved = request.url.path.endswith("/approve")
+        posted = await self._posted_form(request)
+        if isinstance(posted, Response):
+            return posted
+        current, form = posted
         session = (current, None)
         note = (_field(form.get("note")) or "").strip() or None
         shown = (_field(form.get("checkpoint_id")) or "").strip() or None
@@ -312,13 +322,10 @@ class _Web:
 
     async def cancel_form(self, request: Request) -> Response:
         execution_id = request.path_params["execution_id"]
-        form = await request.form()
-        current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
-        if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
-            return self._forbidden(request)
-        assert current is not None  # csrf_ok holds only for a loaded session
-        if not current.authenticated:
-            return self._login_redirect(request)
+        posted = await self._posted_form(request)
+        if isinstance(posted, Response):
+            return posted
+        current, form = posted
         reason = (_field(form.get("reason")) or "").strip() or None
         try:
             await self.service.cancel(execution_id, reason, WEB_ACTOR)
@@ -331,6 +338,25 @@ class _Web:
                 status_code=exc.status_code,
             )
         return RedirectResponse(f"/runs/{_quote(execution_id)}?notice=cancelled", status_code=303)
+
+    async def delete_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        posted = await self._posted_form(request)
+        if isinstance(posted, Response):
+            return posted
+        current, form = posted
+        confirmed = _field(form.get("confirm")) == "yes"
+        try:
+            await self.service.delete(execution_id, confirmed=confirmed)
+        except ActionError as exc:
+            return await self._render_run(
+                request,
+                (current, None),
+                execution_id,
+                error=exc.message,
+                status_code=exc.status_code,
+            )
+        return RedirectResponse("/runs?notice=deleted", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
     def _api_denied(self, request: Request) -> Response | None:
@@ -381,6 +407,23 @@ class _Web:
         try:
             outcome = await self.service.cancel(
                 request.path_params["execution_id"], reason, by or API_ACTOR
+            )
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+        return _json(outcome)
+
+    async def api_delete(self, request: Request) -> Response:
+        if denied := self._api_denied(request):
+            return denied
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        confirm = body.get("confirm", False)
+        if not isinstance(confirm, bool):
+            return _json({"error": 'the body is {"confirm": bool?}'}, 400)
+        try:
+            outcome = await self.service.delete(
+                request.path_params["execution_id"], confirmed=confirm
             )
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
@@ -491,12 +534,14 @@ def create_app(
         Route("/runs/{execution_id:path}/approve", web.answer_form, methods=["POST"]),
         Route("/runs/{execution_id:path}/reject", web.answer_form, methods=["POST"]),
         Route("/runs/{execution_id:path}/cancel", web.cancel_form, methods=["POST"]),
+        Route("/runs/{execution_id:path}/delete", web.delete_form, methods=["POST"]),
         Route("/runs/{execution_id:path}", web.run_page),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
         Route("/api/runs/{execution_id:path}/approve", web.api_answer, methods=["POST"]),
         Route("/api/runs/{execution_id:path}/reject", web.api_answer, methods=["POST"]),
         Route("/api/runs/{execution_id:path}/cancel", web.api_cancel, methods=["POST"]),
+        Route("/api/runs/{execution_id:path}/delete", web.api_delete, methods=["POST"]),
         Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]

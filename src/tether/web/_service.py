@@ -21,8 +21,10 @@ from .._runner import question_changed
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
+from ..cli.control import CONFIRM_STATUSES
 from ..cli.runs import missing_parents, pending_json, run_json, timeline
 from ..control import cancel as cancel_run
+from ..control import delete as delete_run
 from ..control import refuse_if_cancelled
 from ..errors import (
     AlreadyResumed,
@@ -31,6 +33,7 @@ from ..errors import (
     RunCancelledError,
     RunnerMismatchError,
     RunNotFoundError,
+    RunStatusChangedError,
     TetherError,
 )
 from ..interrupt import Resume
@@ -174,6 +177,29 @@ class Service:
                 return asdict(cancel_run(execution_id, reason=reason, by=by, store=self.store))
             except RunNotFoundError:
                 raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
+
+        return await self._off_loop(act)
+
+    async def delete(self, execution_id: str, *, confirmed: bool) -> dict[str, Any]:
+        """Delete a run (``tether.delete``): ``{"execution_id", "status", "checkpoints",
+        "idempotency", "pending"}``. A paused or running run needs ``confirmed``.
+
+        Raises:
+            ActionError: 404 no such run; 409 a paused or running run without
+                ``confirmed``, or a run whose status changed meanwhile (nothing deleted).
+        """
+
+        def act() -> dict[str, Any]:
+            run = self.store.get_run(execution_id)
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            if run.status in CONFIRM_STATUSES and not confirmed:
+                raise ActionError(409, f"run {execution_id} is {run.status}: confirm to delete it")
+            try:
+                result = delete_run(execution_id, store=self.store, only_if_status=run.status)
+            except (RunNotFoundError, RunStatusChangedError) as exc:
+                raise ActionError(409, str(exc)) from None
+            return asdict(result)
 
         return await self._off_loop(act)
 
