@@ -27,13 +27,21 @@ __all__ = [
 ]
 
 StepType = Literal[
-    "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
+    "llm_call",
+    "tool_call",
+    "hitl_pause",
+    "node",
+    "handoff",
+    "fork_origin",
+    "state_patch",
+    "run_end",
 ]
 Status = Literal["completed", "interrupted", "failed", "cancelled"]
 
 RUN_END: Final = "run_end"
 STEP_TYPES: Final = frozenset(
-    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
+    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "state_patch"}
+    | {"run_end"}
 )
 STATUSES: Final = frozenset({"completed", "interrupted", "failed", "cancelled"})
 
@@ -45,6 +53,7 @@ _LABELS: Final = {
     ("hitl_pause", "interrupted"): "paused for a human",
     ("handoff", "completed"): "handoff",
     ("fork_origin", "completed"): "branch start",
+    ("state_patch", "completed"): "state patched",
     ("run_end", "completed"): "run completed",
     ("run_end", "failed"): "run failed",
     ("run_end", "cancelled"): "run cancelled",
@@ -70,7 +79,7 @@ class Checkpoint:
         node_id: the re-entry address: a chain node id, ``"turn:N"``, ``"turn:N/tool:<name>"``,
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
-            ``fork_origin``, ``run_end``.
+            ``fork_origin``, ``state_patch`` (a resume's ``state_updates``), ``run_end``.
         status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
             only); drives resume (DESIGN section 4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only

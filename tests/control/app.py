@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from typing import Any
 
@@ -52,4 +53,15 @@ for _name in NODES:
     steps.add_node(_name, _sync_node(_name))
     steps_async.add_node(_name, _async_node(_name))
 
-app = Registry(steps, steps_async)
+
+def _risky(state: dict[str, Any]) -> dict[str, Any]:
+    if state.get("kill"):  # the process dies mid-step, as on an OOM kill
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"survived": True}
+
+
+fragile = Chain("fragile")
+fragile.add_node("prep", lambda state: {"prepped": True})
+fragile.add_node("risky", _risky)
+
+app = Registry(steps, steps_async, fragile)

@@ -31,6 +31,7 @@ from ..interrupt import (
 )
 from ..result import ChainResult
 from ..store.base import RunRecord
+from . import _repair
 
 if TYPE_CHECKING:
     from ..agent._nested import ReEntry
@@ -78,12 +79,25 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
 
 @_lease.leased_resume
 async def resume(
-    chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
+    chain: Chain,
+    execution_id: str,
+    resume_value: Any,
+    agent_path: str | None = None,
+    state_updates: Any = None,
 ) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
+    updates = None if state_updates is None else _repair.check_updates(execution_id, state_updates)
     run = await load_run(store, execution_id, chain.name)
     cp = await alatest_resumable(store, execution_id)
+    if updates is not None:
+        _repair.refuse_unpatchable(
+            execution_id, cp, answered=value is not None, agent_path=agent_path
+        )
+        if cp is not None:
+            _check_graph(chain, cp.next_node_id, cp)
+        at = await _repair.apatch(chain, store, run, cp, updates)
+        return await _drive(chain, store, execution_id, _Cursor(at.node_id, at.state, at.counters))
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain

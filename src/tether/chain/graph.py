@@ -18,7 +18,7 @@ __all__ = ["Chain", "Edge"]
 
 NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 Condition = Callable[[dict[str, Any]], bool]
-RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
+RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin", "state_patch"})
 RUNNER_KINDS = frozenset({"agent", "swarm", "supervisor"})
 InputSelector = Callable[[dict[str, Any]], Any]
 
@@ -314,6 +314,7 @@ class Chain:
         resume_value: Resume | None = None,
         *,
         agent_path: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> ChainResult:
         """Continue a run from its latest resumable checkpoint (the table in DESIGN section 4).
 
@@ -327,6 +328,12 @@ class Chain:
             agent_path: resume only if the row to re-enter lies in this ``agent_path`` subtree
                 (a guard; without an answer a mismatch raises ``ChainResumeError``, with one
                 ``AlreadyResumed``).
+            state_updates: repair a failed or crashed run in place: these keys are merged
+                into the state of its last committed step, recorded as a ``state_patch`` row
+                of their own, and the run continues from there with its own execution_id
+                (docs/design.md, "Repair: resume with state_updates"). Not with a
+                ``resume_value``, nor for a paused run or one stopped inside a runner node
+                (fork those with ``state_updates``).
 
         Raises:
             RunNotFoundError: no such run.
@@ -339,11 +346,14 @@ class Chain:
                 agent or supervisor worker, that this code no longer has; nothing was claimed
                 (docs/design.md, "Interrupts and the claim").
             UnreachableNodesError: as for :meth:`arun` (nothing claimed or written).
+            RunCancelledError: the run was cancelled (fork it instead).
+            SerializationError: ``state_updates`` holds a value JSON cannot store (nothing
+                written).
         """
         self.check_routing()
         from ._executor import resume
 
-        return await resume(self, execution_id, resume_value, agent_path)
+        return await resume(self, execution_id, resume_value, agent_path, state_updates)
 
     async def afork(
         self,
@@ -389,9 +399,14 @@ class Chain:
         resume_value: Resume | None = None,
         *,
         agent_path: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> ChainResult:
         """Sync twin of :meth:`aresume`."""
-        return run_sync(self.aresume(execution_id, resume_value, agent_path=agent_path))
+        return run_sync(
+            self.aresume(
+                execution_id, resume_value, agent_path=agent_path, state_updates=state_updates
+            )
+        )
 
     def fork(
         self,
