@@ -1,4 +1,4 @@
-"""The checkpoint record: one row per boundary of a run (DESIGN section 2).
+"""The checkpoint record: one row per boundary of a run (docs/design.md §2).
 
 Also the two helpers that pick which row to re-enter (:func:`latest_resumable`) or branch from
 (:func:`latest_forkable`); both step over the ``run_end`` tombstone, which addresses no node.
@@ -81,7 +81,7 @@ class Checkpoint:
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
             ``fork_origin``, ``state_patch`` (a resume's ``state_updates``), ``run_end``.
         status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
-            only); drives resume (DESIGN section 4).
+            only); drives resume (docs/design.md §4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -90,7 +90,7 @@ class Checkpoint:
         iteration_counters: cycle counts, ``{"<source>-><target>": times_taken}``.
         interrupt_reason: for an interrupted row, the reason given to ``interrupt()``.
         interrupt_context: for an interrupted row, the frozen context the human approves.
-        agent_path: where in a multi-agent topology the row was written (DESIGN section 8).
+        agent_path: where in a multi-agent topology the row was written (docs/design.md §8).
         parent_checkpoint_id: for a fork's first row, the checkpoint it branched from.
         next_node_id: the step the recorded routing chose to run next (``None`` when the run
             has nothing left to do); resume continues there, never at declaration order.
@@ -159,7 +159,7 @@ def latest_resumable(
     """The checkpoint resume re-enters from.
 
     Steps over a ``failed`` run-end marker (a run that raised stays resumable) and refuses a
-    ``completed`` one (DESIGN section 4).
+    ``completed`` one (docs/design.md §4).
 
     Args:
         store: the checkpointer holding the run.
@@ -207,7 +207,7 @@ def latest_forkable(
     """The checkpoint fork branches from by default: the newest row that is not a tombstone.
 
     Unlike :func:`latest_resumable`, a finished run (completed or failed) is the ordinary case
-    and is never refused (DESIGN section 9).
+    and is never refused (docs/design.md §9).
 
     Raises:
         RunNotFoundError: no run has this id.
@@ -221,3 +221,32 @@ def latest_forkable(
             execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
         )
     return last
+
+
+def run_result(rows: list[Checkpoint]) -> dict[str, Any] | None:
+    """What a finished run ended with, read from its rows (seq order): ``None`` while its
+    newest row is not a run-end marker (running, paused, or a failed run resumed since).
+
+    The one home of what a run-end row means (docs/design.md, "The record"):
+
+    - ``completed``: ``{"status": "completed", "output": ...}``; an agent's run-end row keeps
+      its final text in ``node_output["output"]``, a chain's output is its final state, the
+      run-end row's ``state_snapshot`` (kept once, not copied into ``node_output``);
+    - ``failed``: ``{"status": "failed", "error": "<Type>: <message>", "failed_node_id":
+      ...}`` (``None`` when the failure came from outside any step).
+
+    Both carry ``"checkpoint_id"``, the run-end row's.
+    """
+    if not rows or not rows[-1].is_run_end:
+        return None
+    end = rows[-1]
+    kept = end.node_output if isinstance(end.node_output, dict) else {}
+    if end.status == "failed":
+        return {
+            "status": "failed",
+            "error": kept.get("error"),
+            "failed_node_id": kept.get("node_id"),
+            "checkpoint_id": end.checkpoint_id,
+        }
+    output = kept.get("output", end.state_snapshot)
+    return {"status": "completed", "output": output, "checkpoint_id": end.checkpoint_id}

@@ -26,14 +26,52 @@ TRACEBACK_ENV = "TETHER_TRACEBACK"
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="tether", prog_name="tether")
-def cli() -> None:
+@click.option("--db", "db_url", metavar="URL", help="The store, for every command (as its --db).")
+@click.option("--app", "app_spec", metavar="MODULE:ATTR", help="Your runners (as --app).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (as a command's --json).")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None, app_spec: str | None, as_json: bool) -> None:
     """Operate durable tether runs: inspect, answer, resume, fork, prune.
 
     Every command reads the store named by --db (default: $TETHER_DATABASE_URL, else
     sqlite:///tether.db). Commands that continue a run import your runners with
-    --app module:attribute (default: $TETHER_APP). Exit codes: 0 ok, 1 unexpected error or the
-    run failed, 2 already resumed, 3 not found, 4 bad input, 5 store unavailable.
+    --app module:attribute (default: $TETHER_APP). --db, --app and --json may also come
+    before the command (tether --db URL runs list). Exit codes: 0 ok, 1 unexpected error or
+    the run failed, 2 already resumed, 3 not found, 4 bad input, 5 store unavailable.
     """
+    # Given before the command, --db and --app act as its environment variables do: the
+    # command's own option still wins, and both beat anything set outside.
+    for name, value in (("TETHER_DATABASE_URL", db_url), ("TETHER_APP", app_spec)):
+        if value is not None:
+            _set_env_until_close(ctx, name, value)
+    if as_json:
+        ctx.default_map = _defaults_for(cli, {"as_json": True})
+
+
+def _set_env_until_close(ctx: click.Context, name: str, value: str) -> None:
+    before = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    ctx.call_on_close(restore)
+
+
+def _defaults_for(command: click.Command, values: dict[str, Any]) -> dict[str, Any]:
+    """A click ``default_map`` giving ``values`` to every subcommand that takes them."""
+    found: dict[str, Any] = {}
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            nested = _defaults_for(sub, values)
+            if nested:
+                found[name] = nested
+    else:
+        found = {k: v for k, v in values.items() if any(p.name == k for p in command.params)}
+    return found
 
 
 def store_options(fn: F) -> F:
@@ -147,12 +185,13 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, control, maintenance, runs, serve, worker
+    from . import answer, audit, control, maintenance, runs, serve, worker
 
     for command in (
         *runs.COMMANDS,
         *answer.COMMANDS,
         *control.COMMANDS,
+        *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
         *worker.COMMANDS,

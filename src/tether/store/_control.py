@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
 from ..checkpoint import Checkpoint
-from . import _codec
+from . import _codec, _delta
 from ._leases import Fences
 
 __all__ = [
@@ -106,7 +106,7 @@ def cancel_checkpoint(
     that never committed a step) and who, when, why in ``node_output``."""
     state: dict[str, Any] = {}
     if head is not None:
-        state = _codec.decode_state({k: _codec.load_json(_bytes(v)) for k, v in head.keys.items()})
+        state = _delta.decode_state({k: _codec.load_json(_bytes(v)) for k, v in head.keys.items()})
     return Checkpoint(
         execution_id=execution_id,
         node_id="run_end",
@@ -136,8 +136,8 @@ def unfenced(fences: Fences, execution_id: str) -> Iterator[None]:
             fences.set(execution_id, owner)
 
 
-def _bytes(value: _codec.Encoded) -> bytes:
-    return value.join() if isinstance(value, _codec.Chunks) else value
+def _bytes(value: _delta.Encoded) -> bytes:
+    return value.join() if isinstance(value, _delta.Chunks) else value
 
 
 @runtime_checkable

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
+from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -86,6 +88,10 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # runs_status_idx goes: runs_queue_idx leads with status too and serves the same lookups,
     # while (status, updated_at) changed on every lease take, heartbeat and status write.
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
+    # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+    5: POSTGRES_MIGRATION_V5,
+    # v6: the audit trail (see _postgres_audit).
+    6: MIGRATION_V6,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -212,7 +218,7 @@ SELECT_PENDING_ALL: Final = (
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches
 # nothing, so exactly one caller gets the row back. The run turns "running" in the same
 # statement.
-CLAIM_PENDING: Final = (
+_CLAIMED: Final = (
     "WITH claimed AS ("
     "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
     "claim_expires_at = now() + %(lease)s * interval '1 second', "
@@ -226,7 +232,12 @@ CLAIM_PENDING: Final = (
     "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
     "updated_at = now(), finished_at = NULL "
     "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
-    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+)
+_FROM_CLAIMED: Final = f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+CLAIM_PENDING: Final = _CLAIMED + _FROM_CLAIMED
+# The claim that stores an answer records it in the audit trail in the same statement.
+CLAIM_PENDING_AUDITED: Final = (
+    _CLAIMED + ", " + AUDITED.replace("{source}", "claimed") + " " + _FROM_CLAIMED
 )
 RENEW_CLAIM: Final = (
     "UPDATE {schema}.pending_interrupts "
@@ -242,10 +253,13 @@ RELEASE_CLAIM: Final = (
     "WHERE execution_id IN (SELECT execution_id FROM released)) "
     "SELECT count(*) FROM released"
 )
+# Stores an answer and records it in the audit trail (when audit_* are given), one statement.
 ANSWER_PENDING: Final = (
-    "UPDATE {schema}.pending_interrupts SET resume_value = %s "
-    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (%s::text IS NULL OR checkpoint_id = %s::text)"
+    "WITH answered AS (UPDATE {schema}.pending_interrupts SET resume_value = %(value)s "
+    "WHERE execution_id = %(eid)s AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (%(cid)s::text IS NULL OR checkpoint_id = %(cid)s::text) RETURNING execution_id), "
+    + AUDITED.replace("{source}", "answered")
+    + " SELECT count(*) FROM answered"
 )
 SELECT_IDEMPOTENT: Final = (
     "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"
@@ -277,3 +291,4 @@ DELETE_PENDING_OF_RUNS: Final = (
     "DELETE FROM {schema}.pending_interrupts WHERE execution_id = ANY(%s)"
 )
 DELETE_RUNS: Final = "DELETE FROM {schema}.runs WHERE execution_id = ANY(%s)"
+DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM {schema}.audit_log WHERE execution_id = ANY(%s)"

@@ -50,12 +50,14 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
 from . import _codec
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
 from ._leases import Fences, creation_lease_seconds
+from ._postgres_audit import PostgresAudit, audit_named_params
 from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
@@ -78,7 +80,7 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresControl):
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -734,6 +736,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
         lease_seconds: float,
         steal_from: str | None,
         checkpoint_id: str | None,
+        audit: AuditEntry | None,
     ) -> Plan[PendingInterrupt | None]:
         params = {
             "owner": owner,
@@ -743,7 +746,11 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
             "steal": steal_from,
             "cid": checkpoint_id,
         }
-        row = yield from self._one(q.CLAIM_PENDING, params)
+        statement = q.CLAIM_PENDING
+        if audit is not None and resume_value is not None:
+            statement = q.CLAIM_PENDING_AUDITED
+            params.update(audit_named_params(audit))
+        row = yield from self._one(statement, params)
         return None if row is None else _codec.pending_from_row(row)
 
     def claim_interrupt(
@@ -755,6 +762,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt: one statement, exactly one of any
         number of concurrent callers (processes, machines) wins.
@@ -768,13 +776,15 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
             steal_from: a claimer known to be dead.
             checkpoint_id: claim only the question recorded at this interrupted checkpoint
                 (``None``: whichever is pending).
+            audit: the entry recording ``resume_value`` in the run's audit trail, appended
+                by the same statement when the claim stores the answer.
 
         Returns:
             The claimed row with the stored answer, or ``None`` if the caller lost. The run is
             marked ``running`` in the same statement.
         """
         plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
         )
         return self._db.run("claim_interrupt", plan, execution_id=execution_id)
 
@@ -787,9 +797,10 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
         )
         return await self._db.arun("claim_interrupt", plan, execution_id=execution_id)
 
@@ -829,12 +840,22 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
-        claimed, or (given ``checkpoint_id``) is not the question recorded at it."""
-        value = _codec.dump_json(resume_value, "resume_value")
-        plan = self._count(q.ANSWER_PENDING, (value, execution_id, checkpoint_id, checkpoint_id))
-        return self._db.run("answer_interrupt", plan, execution_id=execution_id) == 1
+        claimed, or (given ``checkpoint_id``) is not the question recorded at it. ``audit``
+        is appended to the run's audit trail by the same statement when the answer is
+        stored."""
+        params = {
+            "value": _codec.dump_json(resume_value, "resume_value"),
+            "eid": execution_id,
+            "cid": checkpoint_id,
+            **audit_named_params(audit),
+        }
+        row = self._db.run(
+            "answer_interrupt", self._one(q.ANSWER_PENDING, params), execution_id=execution_id
+        )
+        return bool(row and row[0] == 1)
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -887,6 +908,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresControl):
         result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
         result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
         yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
+        yield self._q(q.DELETE_AUDIT_OF_RUNS), (ids,)
         yield self._q(q.DELETE_RUNS), (ids,)
         return result
 

@@ -29,6 +29,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import (
     ConcurrentWriteError,
@@ -39,7 +40,9 @@ from ..errors import (
 )
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
+from ._langgraph_sql import SQLITE_MIGRATION_V5
 from ._leases import Fences, creation_lease_seconds
+from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_control import SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
@@ -47,7 +50,7 @@ from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, S
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -133,6 +136,10 @@ MIGRATIONS[3] = (
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
+# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -235,7 +242,7 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SQLiteLeases, SQLiteControl, SyncAsyncMixin):
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -756,6 +763,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteControl, SyncAsyncMixin):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         value = _codec.dump_json(resume_value, "resume_value")
         now = _now()
@@ -779,6 +787,8 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteControl, SyncAsyncMixin):
                 conn.execute(
                     UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
                 )
+                if audit is not None and value is not None:
+                    insert_audit(conn, audit, now)
         return None if row is None else _codec.pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
@@ -803,11 +813,15 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteControl, SyncAsyncMixin):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         value = _codec.dump_json(resume_value, "resume_value")
         params = (value, execution_id, checkpoint_id, checkpoint_id)
         with self._write() as conn:
-            return conn.execute(ANSWER_PENDING, params).rowcount == 1
+            stored = conn.execute(ANSWER_PENDING, params).rowcount == 1
+            if stored and audit is not None:
+                insert_audit(conn, audit, _now())
+            return stored
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -861,6 +875,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteControl, SyncAsyncMixin):
                     conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    conn.execute(DELETE_AUDIT_OF, (eid,))
                     conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
                 result.runs += 1
                 result.checkpoints += n_cp
