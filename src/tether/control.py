@@ -15,7 +15,8 @@
 - a **failed** or crashed run is closed: it will not be resumed.
 
 The run ends with a ``run_end`` row of status ``cancelled`` (who, when, why in its
-``node_output``), is refused by resume and stays forkable.
+``node_output``) and a ``cancelled`` entry in its audit trail, is refused by resume and stays
+forkable.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._runner import run_sync
+from .audit import VIAS
 from .errors import (
     ConcurrentWriteError,
     ConfigurationError,
@@ -97,15 +99,18 @@ async def acancel(
     reason: str | None = None,
     by: str | None = None,
     store: str | Checkpointer | None = None,
+    via: str = "code",
 ) -> CancelResult:
     """Async twin of :func:`cancel`."""
     if not isinstance(execution_id, str) or not execution_id:
         raise RunNotFoundError(f"execution_id must be a non-empty str, got {execution_id!r}")
+    if via not in VIAS:
+        raise ConfigurationError(f"via must be one of {', '.join(VIAS)}, got {via!r}")
     st = _open(store)
     control = _control(st)
     for attempt in range(3):
         try:
-            out = await control.acancel_run(execution_id, by=by, reason=reason)
+            out = await control.acancel_run(execution_id, by=by, reason=reason, via=via)
             break
         except ConcurrentWriteError:  # a writer of the run's next row came first: read again
             if attempt == 2:
@@ -144,6 +149,7 @@ def cancel(
     reason: str | None = None,
     by: str | None = None,
     store: str | Checkpointer | None = None,
+    via: str = "code",
 ) -> CancelResult:
     """Cancel a run, whatever it is doing (see the module docstring).
 
@@ -152,6 +158,8 @@ def cancel(
         reason: why, recorded on the run-end row and in the run's ``error``.
         by: who, recorded likewise (the CLI passes the OS user or ``--by``).
         store: the run's store, or its URL (default: ``TETHER_DATABASE_URL``).
+        via: the surface it came through, for the audit trail: ``code`` (default), ``cli``,
+            ``web``, ``api`` or ``worker`` (:data:`tether.audit.VIAS`).
 
     Returns:
         A :class:`CancelResult`. Cancelling a run that already ended changes nothing: a
@@ -162,7 +170,7 @@ def cancel(
         ConfigurationError: the store cannot cancel runs.
         StoreError: the store failed (nothing changed).
     """
-    return run_sync(acancel(execution_id, reason=reason, by=by, store=store))
+    return run_sync(acancel(execution_id, reason=reason, by=by, store=store, via=via))
 
 
 @dataclass(slots=True)

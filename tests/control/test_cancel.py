@@ -77,6 +77,14 @@ def test_a_cancelled_paused_run_leaves_the_inbox_and_a_late_answer_is_refused(st
     assert end.node_output["reason"] == "duplicate request"
     assert end.node_output["status_before"] == "paused"
     assert end.state_snapshot == {"prepared": True}
+    [entry] = store.list_audit(eid)
+    assert (entry.action, entry.via, entry.actor, entry.note) == (
+        "cancelled",
+        "cli",
+        "alice",
+        "duplicate request",
+    )
+    assert entry.checkpoint_id == question and entry.data == {"status_before": "paused"}
 
     # A late answer from the CLI (stored for a worker) and from code (resumed here).
     late = _cli("approve", eid, "--checkpoint", question, "--db", db_url)

@@ -17,7 +17,7 @@ from tether import Chain, idempotent
 
 def _rows(store, eid: str) -> dict[str, int]:
     sql = raw_sql(store)
-    tables = ("runs", "checkpoints", "pending_interrupts", "idempotency_cache")
+    tables = ("runs", "checkpoints", "pending_interrupts", "idempotency_cache", "audit_log")
     return {
         t: sql(f"SELECT COUNT(*) FROM {{t}}{t} WHERE execution_id = ?", (eid,))[0][0]
         for t in tables
@@ -67,14 +67,20 @@ def test_delete_with_a_confirmed_status_refuses_a_run_whose_status_changed(store
 def test_runs_delete_asks_before_deleting_a_paused_run(store, db_url):
     paused = _approval_chain(store).run({})
     eid = paused.execution_id
+    tether.cancel(_approval_chain(store).run({}).execution_id, store=store)  # another's trail
+    answered = _cli("approve", eid, "--db", db_url)  # stored, with its audit entry
+    assert answered.returncode == 0, answered.stderr
+    assert len(store.list_audit(eid)) == 1
     refused = _cli("runs", "delete", eid, "--db", db_url)  # no terminal to ask on
     assert refused.returncode == 4 and "--yes" in refused.stderr
     assert store.get_run(eid).status == "paused" and store.get_pending_interrupt(eid)
+    assert len(store.list_audit(eid)) == 1
     done = _cli("runs", "delete", eid, "--yes", "--db", db_url, "--json")
     assert done.returncode == 0, done.stderr
     assert '"pending": 1' in done.stdout
     assert store.get_run(eid) is None and store.list_pending_interrupts() == []
     assert set(_rows(store, eid).values()) == {0}
+    assert len(store.list_audit(None)) == 1  # the other run's cancel entry stays
     missing = _cli("runs", "delete", eid, "--yes", "--db", db_url)
     assert missing.returncode == 3
 

@@ -65,6 +65,9 @@ def test_a_failed_run_resumed_with_state_updates_continues_under_its_own_id(stor
     assert patch.node_input["status_before"] == "failed"
     assert patch.state_snapshot["address"] == "1 Main St" and patch.next_node_id == "ship"
     assert store.get_run(eid).status == "completed"
+    [entry] = store.list_audit(eid)
+    assert (entry.action, entry.checkpoint_id) == ("state_patched", patch.checkpoint_id)
+    assert entry.data == {"state_updates": {"address": "1 Main St"}, "status_before": "failed"}
 
 
 def test_state_updates_are_refused_for_a_paused_run_or_with_an_answer_and_nothing_is_written(

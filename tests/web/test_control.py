@@ -22,11 +22,18 @@ def test_the_run_page_cancel_button_withdraws_the_question_and_an_answer_after_i
     )
     assert done.status_code == 303 and done.headers["location"] == f"/runs/{eid}?notice=cancelled"
     shown = client.get(done.headers["location"]).text
-    assert "status-cancelled" in shown and "Cancelled by web: customer withdrew" in shown
+    assert "status-cancelled" in shown and "Cancelled: customer withdrew" in shown
+    [entry] = store.list_audit(eid)
+    assert (entry.action, entry.via, entry.actor, entry.note) == (
+        "cancelled",
+        "web",
+        None,
+        "customer withdrew",
+    )
     assert f'action="/runs/{eid}/cancel"' not in shown  # nothing left to cancel
     assert store.get_pending_interrupt(eid) is None
     late = client.post(f"/runs/{eid}/approve", data={"csrf_token": token})
-    assert late.status_code == 409 and "was cancelled by web" in late.text
+    assert late.status_code == 409 and "was cancelled" in late.text
     assert store.get_run(eid).status == "cancelled"
 
 
@@ -42,6 +49,14 @@ def test_api_cancel_records_who_and_why_and_refuses_a_late_answer(client, store)
     assert out["cancelled"] is True and out["status_before"] == "paused"
     assert (out["cancelled_by"], out["reason"]) == ("carol", "dup")
     assert out["withdrawn_checkpoint_id"]
+    [entry] = store.list_audit(eid)
+    assert (entry.action, entry.via, entry.actor, entry.note) == (
+        "cancelled",
+        "api",
+        "carol",
+        "dup",
+    )
+    assert entry.checkpoint_id == out["withdrawn_checkpoint_id"]
     assert client.get("/api/pending", headers=bearer()).json() == []
     late = client.post(f"/api/runs/{eid}/approve", headers=bearer(), json={})
     assert late.status_code == 409 and "cancelled by carol" in late.json()["error"]

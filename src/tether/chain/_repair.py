@@ -4,7 +4,8 @@ chain run with its state patched, recording the patch as a ``state_patch`` row o
 
 The row is an ordinary completed boundary (its ``next_node_id`` is the step the run continues
 at), so everything that reads a run (resume, fork, the timeline) handles it like a node's row;
-it commits with the run's return to ``running``, under the resumer's lease.
+it commits with the run's return to ``running``, under the resumer's lease, and a
+``state_patched`` entry (the updates, the status it repaired) goes to the run's audit trail.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import serde
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import ConfigurationError
 
@@ -100,7 +102,7 @@ async def apatch(
         counters = dict(cp.iteration_counters)
     state = {**base, **updates}
     serde.dumps(state, "state")
-    await store.aput(
+    patch = await store.aput(
         Checkpoint(
             execution_id=run.execution_id,
             node_id=PATCH_NODE_ID,
@@ -118,4 +120,15 @@ async def apatch(
         ),
         run_status="running",
     )
+    record = getattr(store, "arecord_audit", None)
+    if record is not None:  # the bundled stores keep an audit trail
+        await record(
+            AuditEntry(
+                execution_id=run.execution_id,
+                action="state_patched",
+                via="code",
+                data={"state_updates": updates, "status_before": run.status},
+                checkpoint_id=patch.checkpoint_id,
+            )
+        )
     return Patched(next_id, state, counters)

@@ -3,27 +3,19 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 from dataclasses import asdict
 
 import click
 from rich.markup import escape
 
+from ..audit import os_user
 from ..control import cancel as cancel_run
 from ..control import delete as delete_run
 from ..errors import RunNotFoundError
 from . import _errors
 from ._app import open_store, store_options
 from ._render import emit_json, out, styled_status
-
-
-def operator_name() -> str | None:
-    """Who is at the terminal (the OS user), for the record of what they did."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (a bare container)
-        return None
 
 
 @click.command("cancel")
@@ -42,7 +34,7 @@ def cancel(
     """
     store = open_store(db_url)
     try:
-        result = cancel_run(execution_id, reason=reason, by=by or operator_name(), store=store)
+        result = cancel_run(execution_id, reason=reason, by=by or os_user(), store=store, via="cli")
     finally:
         store.close()
     if as_json:

@@ -12,10 +12,12 @@ A **cancel** is one transaction, whatever the run is doing:
   owner's next commit is fenced out (``LeaseLost``): a running run stops at its next step
   boundary, in this process or any other;
 - its pending interrupt, if any, is deleted: the question leaves the inbox and a late answer
-  finds nothing to answer.
+  finds nothing to answer;
+- a ``cancelled`` entry (who, why, via, the question withdrawn) is appended to the run's audit
+  trail (:mod:`tether.audit`).
 
 A **delete** removes every row of one run (checkpoints, pending interrupt, idempotency cache,
-the run row) in one transaction, whatever its status.
+audit trail, the run row) in one transaction, whatever its status.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec, _delta
 from ._leases import Fences
@@ -35,6 +38,7 @@ __all__ = [
     "CancelOutcome",
     "ControlStore",
     "DeleteOutcome",
+    "cancel_audit",
     "cancel_checkpoint",
     "cancel_error_text",
     "unfenced",
@@ -122,6 +126,29 @@ def cancel_checkpoint(
     )
 
 
+def cancel_audit(
+    execution_id: str,
+    *,
+    by: str | None,
+    reason: str | None,
+    via: str,
+    status_before: str,
+    withdrawn: str | None,
+) -> AuditEntry:
+    """The audit-trail entry of a cancel (``action="cancelled"``), written in the cancel's
+    transaction: who (``actor``), why (``note``), through what (``via``), the status it ended
+    (``data``) and the question it withdrew (``checkpoint_id``)."""
+    return AuditEntry(
+        execution_id=execution_id,
+        action="cancelled",
+        via=via,
+        actor=by,
+        note=reason,
+        data={"status_before": status_before},
+        checkpoint_id=withdrawn,
+    )
+
+
 @contextlib.contextmanager
 def unfenced(fences: Fences, execution_id: str) -> Iterator[None]:
     """Write the cancel's row unfenced even when a drive of this store instance fences the
@@ -153,7 +180,7 @@ class ControlStore(Protocol):
         """
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None
+        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
     ) -> CancelOutcome: ...
 
     def delete_run(

@@ -14,15 +14,18 @@ from typing import Final
 
 from ..checkpoint import Checkpoint
 from . import _codec
+from ._audit_codec import audit_params
 from ._control import (
     CANCELLABLE,
     CancelOutcome,
     DeleteOutcome,
+    cancel_audit,
     cancel_checkpoint,
     cancel_error_text,
     unfenced,
 )
 from ._leases import Fences
+from ._postgres_audit import INSERT_AUDIT
 from ._postgres_io import Database, Plan
 
 __all__ = ["PostgresControl"]
@@ -40,6 +43,7 @@ DELETE_PENDING_RETURNING: Final = (
 DELETE_CHECKPOINTS: Final = "DELETE FROM {schema}.checkpoints WHERE execution_id = %s"
 DELETE_IDEMPOTENT: Final = "DELETE FROM {schema}.idempotency_cache WHERE execution_id = %s"
 DELETE_RUN: Final = "DELETE FROM {schema}.runs WHERE execution_id = %s"
+DELETE_AUDIT_OF: Final = "DELETE FROM {schema}.audit_log WHERE execution_id = %s"
 
 
 class PostgresControl:
@@ -68,7 +72,9 @@ class PostgresControl:
     ) -> Plan[_codec.Head]:
         raise NotImplementedError
 
-    def _cancel_plan(self, eid: str, by: str | None, reason: str | None) -> Plan[CancelOutcome]:
+    def _cancel_plan(
+        self, eid: str, by: str | None, reason: str | None, via: str
+    ) -> Plan[CancelOutcome]:
         row = (yield self._q(LOCK_RUN), (eid,)).one()
         if row is None:
             return CancelOutcome(found=False)
@@ -86,23 +92,30 @@ class PostgresControl:
             yield from self._insert_plan(cp)
         yield self._q(CANCEL_RUN), (cancel_error_text(by, reason), eid)
         gone = (yield self._q(DELETE_PENDING_RETURNING), (eid,)).one()
+        withdrawn = None if gone is None else gone[0]
+        entry = cancel_audit(
+            eid, by=by, reason=reason, via=via, status_before=status, withdrawn=withdrawn
+        )
+        yield self._q(INSERT_AUDIT), audit_params(entry)
         out.cancelled = True
         out.checkpoint = cp
-        out.withdrawn_checkpoint_id = None if gone is None else gone[0]
+        out.withdrawn_checkpoint_id = withdrawn
         return out
 
-    def cancel_run(self, execution_id: str, *, by: str | None, reason: str | None) -> CancelOutcome:
+    def cancel_run(
+        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+    ) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
-        plan = self._cancel_plan(execution_id, by, reason)
+        plan = self._cancel_plan(execution_id, by, reason, via)
         try:
             return self._db.run("cancel_run", plan, write=True, execution_id=execution_id)
         finally:
             self._heads.drop(execution_id)
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None
+        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
     ) -> CancelOutcome:
-        plan = self._cancel_plan(execution_id, by, reason)
+        plan = self._cancel_plan(execution_id, by, reason, via)
         try:
             return await self._db.arun("cancel_run", plan, write=True, execution_id=execution_id)
         finally:
@@ -118,6 +131,7 @@ class PostgresControl:
         out.checkpoints = (yield self._q(DELETE_CHECKPOINTS), (eid,)).rowcount
         out.idempotency = (yield self._q(DELETE_IDEMPOTENT), (eid,)).rowcount
         out.pending = (yield self._q(DELETE_PENDING_RETURNING), (eid,)).rowcount
+        yield self._q(DELETE_AUDIT_OF), (eid,)
         yield self._q(DELETE_RUN), (eid,)
         return out
 

@@ -19,11 +19,13 @@ from ._control import (
     CANCELLABLE,
     CancelOutcome,
     DeleteOutcome,
+    cancel_audit,
     cancel_checkpoint,
     cancel_error_text,
     unfenced,
 )
 from ._leases import Fences
+from ._sqlite_audit import DELETE_AUDIT_OF, insert_audit
 
 __all__ = ["SQLiteControl"]
 
@@ -61,7 +63,9 @@ class SQLiteControl:
     ) -> _codec.Head:
         raise NotImplementedError
 
-    def cancel_run(self, execution_id: str, *, by: str | None, reason: str | None) -> CancelOutcome:
+    def cancel_run(
+        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+    ) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
         now = time.time()
         at = _dt.datetime.fromtimestamp(now, _dt.UTC)
@@ -84,17 +88,27 @@ class SQLiteControl:
                 self._insert(conn, cp, head=head or _codec.empty_head())
             conn.execute(CANCEL_RUN, (cancel_error_text(by, reason), now, now, execution_id))
             conn.execute(DELETE_PENDING, (execution_id,))
+            withdrawn = None if pending is None else pending[0]
+            entry = cancel_audit(
+                execution_id,
+                by=by,
+                reason=reason,
+                via=via,
+                status_before=status,
+                withdrawn=withdrawn,
+            )
+            insert_audit(conn, entry, now)
         # A drive of this process writing the run re-reads its head and is fenced out.
         self._heads.drop(execution_id)
         out.cancelled = True
         out.checkpoint = cp
-        out.withdrawn_checkpoint_id = None if pending is None else pending[0]
+        out.withdrawn_checkpoint_id = withdrawn
         return out
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None
+        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
     ) -> CancelOutcome:
-        return self.cancel_run(execution_id, by=by, reason=reason)
+        return self.cancel_run(execution_id, by=by, reason=reason, via=via)
 
     def delete_run(
         self, execution_id: str, *, statuses: Sequence[str] | None = None
@@ -110,6 +124,7 @@ class SQLiteControl:
             out.checkpoints = conn.execute(DELETE_CHECKPOINTS, (execution_id,)).rowcount
             out.idempotency = conn.execute(DELETE_IDEMPOTENT, (execution_id,)).rowcount
             out.pending = conn.execute(DELETE_PENDING, (execution_id,)).rowcount
+            conn.execute(DELETE_AUDIT_OF, (execution_id,))
             conn.execute(DELETE_RUN, (execution_id,))
         self._heads.drop(execution_id)
         return out

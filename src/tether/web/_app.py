@@ -53,10 +53,6 @@ NOTICES = {
     "its next step boundary.",
 }
 
-# Who the record names for a cancel through the page and the API (one shared token: no user).
-WEB_ACTOR = "web"
-API_ACTOR = "api"
-
 
 class _SecurityHeaders:
     """Adds :data:`SECURITY_HEADERS` to every response."""
@@ -372,7 +368,7 @@ class _Web:
         current, form = posted
         reason = (_field(form.get("reason")) or "").strip() or None
         try:
-            await self.service.cancel(execution_id, reason, WEB_ACTOR)
+            await self.service.cancel(execution_id, reason, None, via="web")
         except ActionError as exc:
             return await self._render_run(
                 request,
@@ -453,7 +449,7 @@ class _Web:
             return _json({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
         try:
             outcome = await self.service.cancel(
-                request.path_params["execution_id"], reason, by or API_ACTOR
+                request.path_params["execution_id"], reason, by, via="api"
             )
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)

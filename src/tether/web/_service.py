@@ -191,7 +191,9 @@ class Service:
         return await self._off_loop(read)
 
     # --- control --------------------------------------------------------------------------
-    async def cancel(self, execution_id: str, reason: str | None, by: str | None) -> dict[str, Any]:
+    async def cancel(
+        self, execution_id: str, reason: str | None, by: str | None, *, via: str
+    ) -> dict[str, Any]:
         """Cancel a run (``tether.cancel``): ``{"execution_id", "cancelled", "status", ...}``
         (the shape of ``tether cancel --json``).
 
@@ -201,7 +203,8 @@ class Service:
 
         def act() -> dict[str, Any]:
             try:
-                return asdict(cancel_run(execution_id, reason=reason, by=by, store=self.store))
+                result = cancel_run(execution_id, reason=reason, by=by, store=self.store, via=via)
+                return asdict(result)
             except RunNotFoundError:
                 raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
 
