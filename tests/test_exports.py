@@ -21,6 +21,8 @@ EXPECTED = {
     "acancel",
     "CancelResult",
     "RunCancelledError",
+    "RunDeadlineExceeded",
+    "StepTimeoutError",
     "RunStatusChangedError",
     "delete",
     "adelete",

@@ -33,6 +33,8 @@ Tree::
     │       ├── InterruptChangedError   the answer was for a question no longer pending
     │       └── RunCancelledError       the run was cancelled: nothing to resume or answer
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
+    │   ├── StepTimeoutError            a step ran past its ``timeout_seconds``
+    │   │   └── RunDeadlineExceeded     the run ran past its ``deadline_seconds``
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
     │   └── OutputValidationError       structured output failed after its re-asks (tether.agent)
@@ -352,6 +354,39 @@ class InterruptChangedError(AlreadyResumed):
 
 class ExecutionError(TetherError):
     """A runner's own rule failed while executing."""
+
+
+class StepTimeoutError(ExecutionError):
+    """A step (a chain node, an agent's tool, a model call) ran past its ``timeout_seconds``.
+
+    The run ends ``failed`` and stays resumable like any failed run: an ``async`` step was
+    cancelled at its ``await``; a synchronous one runs on in its own thread, abandoned, and
+    its result is never committed (docs/design.md §12, "Step timeouts").
+
+    Attributes:
+        step: what overran: ``node 'charge'``, ``tool 'search'``, ``model call``.
+        timeout_seconds: the limit it had, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str,
+        timeout_seconds: float,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.step = step
+        self.timeout_seconds = timeout_seconds
+
+
+class RunDeadlineExceeded(StepTimeoutError):
+    """The run ran past its runner's ``deadline_seconds``, counted from the run's creation:
+    at a step boundary, or mid-step (the step's limit is capped by what is left). The run
+    ends ``failed``; a resume fails again at once, since the deadline has passed: fork it to
+    run again with a deadline of its own."""
 
 
 class MaxIterationsExceeded(ExecutionError):

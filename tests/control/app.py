@@ -64,4 +64,31 @@ fragile = Chain("fragile")
 fragile.add_node("prep", lambda state: {"prepped": True})
 fragile.add_node("risky", _risky)
 
-app = Registry(steps, steps_async, fragile)
+
+def _slow_sync(state: dict[str, Any]) -> dict[str, Any]:
+    _started(state["eid"], "slow")
+    if state.get("slow"):
+        time.sleep(2.0)  # past its 0.5 s limit: abandoned, never committed
+        _ledger(f"finished:{state['eid']}:slow", state["eid"], "slow")
+    return {"slow_done": True}
+
+
+async def _slow_async(state: dict[str, Any]) -> dict[str, Any]:
+    _started(state["eid"], "slow")
+    try:
+        if state.get("slow"):
+            await asyncio.sleep(2.0)  # past its 0.5 s limit: cancelled here
+    except asyncio.CancelledError:
+        _ledger(f"cancelled:{state['eid']}:slow", state["eid"], "slow")
+        raise
+    return {"slow_done": True}
+
+
+timed = Chain("timed")
+timed.add_node("first", _sync_node("first"))
+timed.add_node("slow", _slow_sync, timeout_seconds=0.5)
+timed_async = Chain("timed_async")
+timed_async.add_node("first", _async_node("first"))
+timed_async.add_node("slow", _slow_async, timeout_seconds=0.5)
+
+app = Registry(steps, steps_async, fragile, timed, timed_async)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
 from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
+from .._timeouts import Deadline
 from ..agent._compose import claim_reentry, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
@@ -248,6 +250,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     owner = cur.claim_owner
     node_id = cur.node_id
     results: dict[str, Any] = {}
+    deadline = await _deadline(chain, store, eid)
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
@@ -262,7 +265,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
                         runner = chain.runners.get(node_id)
                         if runner is None:
-                            updates = await chain.call_node(node_id, state)
+                            updates = await chain.call_node(
+                                node_id, state, execution_id=eid, deadline=deadline
+                            )
                         else:
                             updates = await _run_runner(
                                 chain, runner, node_id, state, counters, cur
@@ -327,6 +332,17 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
             except StoreError:
                 raise
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
+
+
+async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | None:
+    """The run's deadline (``chain.deadline_seconds`` after its creation), if it has one."""
+    if chain.deadline_seconds is None:
+        return None
+    run = await store.aget_run(eid)
+    created = run.created_at if run is not None else None
+    return Deadline(
+        created.timestamp() if created is not None else time.time(), chain.deadline_seconds
+    )
 
 
 async def _run_runner(
