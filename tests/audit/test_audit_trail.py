@@ -100,4 +100,4 @@ def test_answer_metadata_of_the_wrong_type_is_refused_before_anything_is_stored(
     with pytest.raises(ChainResumeError, match="answered_by"):
         Resume(True, metadata={"answered_by": 7})
     with pytest.raises(ChainResumeError, match="via"):
-        Resume(True, metadata={"via": "carrier-pigeon"})
+        Resume(True, metadata={"via": ["web"]})

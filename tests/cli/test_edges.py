@@ -42,3 +42,67 @@ def test_enqueue_refuses_a_runner_the_app_lacks_and_warns_without_an_app(store, 
     assert warned.returncode == 0
     assert "no run of a runner named 'unknown-runner'" in warned.stderr
     assert "runners seen: orders" in warned.stderr
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_reading_a_schema_that_holds_no_store_names_it_and_creates_nothing():
+    import psycopg
+
+    from tests.conftest import PG_DSN, require_postgres
+
+    require_postgres()
+    typo = f"{PG_DSN}?schema=tethr_typo_i20"
+    for args in (("runs", "list"), ("pending", "list"), ("runs", "show", "x")):
+        proc = tether_cli(typo, *args)
+        assert proc.returncode == 5, proc.stderr
+        assert "no tether store in schema 'tethr_typo_i20'" in _one_line(proc.stderr)
+    with psycopg.connect(PG_DSN) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = 'tethr_typo_i20'"
+        ).fetchone()
+    assert found is None
+
+
+def test_reading_another_apps_sqlite_file_or_an_empty_file_changes_neither(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "crm.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for path, said in ((other, "not a tether store (customers)"), (empty, "an empty file")):
+        before = path.read_bytes()
+        for args in (("runs", "list"), ("pending", "list"), ("runs", "show", "x")):
+            proc = tether_cli(f"sqlite:///{path}", *args)
+            assert proc.returncode == 5, proc.stderr
+            assert said in _one_line(proc.stderr) and "check --db" in proc.stderr
+        assert path.read_bytes() == before
+    created = tmp_path / "new.db"
+    queued = tether_cli(f"sqlite:///{created}", "enqueue", "orders", "{}")
+    assert queued.returncode == 0, queued.stderr  # the first write creates the store
+    listed = as_json(tether_cli(f"sqlite:///{created}", "runs", "list", "--json"))
+    assert [r["status"] for r in listed] == ["queued"]
+
+
+def test_an_unreachable_database_fails_in_seconds_with_one_line(tmp_path):
+    import time
+
+    from tests.conftest import PG_DSN, require_postgres
+
+    require_postgres()
+    base = PG_DSN.rsplit("/", 1)[0]
+    for url in (f"{base}/no_such_db_i20", "postgresql://postgres@127.0.0.1:1/test"):
+        started = time.monotonic()
+        proc = tether_cli(url, "runs", "list")
+        took = time.monotonic() - started
+        assert proc.returncode == 5, proc.stderr
+        line = _one_line(proc.stderr)
+        assert line.startswith("tether: StoreUnavailableError: cannot connect to"), line
+        assert took < 10, took
+    assert "no_such_db_i20" in tether_cli(f"{base}/no_such_db_i20", "pending", "list").stderr

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import click
 
 from ..connect import DEFAULT_URL, connect
-from ..errors import ConfigurationError, StoreUnavailableError
+from ..errors import ConfigurationError
 from ..registry import Registry, load_app
+from ..store._probe import check_sqlite
 from ..store.base import Checkpointer
 from . import _errors
 from ._render import err
@@ -115,16 +115,25 @@ def display_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(url: str, *, create: bool = False) -> Checkpointer:
-    """Open the store at ``url`` (which runs its forward-only migrations).
+def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Checkpointer:
+    """Open the store at ``url``.
+
+    Unless ``create``, the database is first looked at read-only
+    (:mod:`tether.store._probe`): a missing file or schema, an empty file or another
+    application's database is an error naming it, and nothing is created; an unreachable
+    Postgres server fails within seconds with one line.
 
     Args:
         url: a ``tether.connect`` URL.
-        create: allow creating a new SQLite file; otherwise a missing file is an error, so a
-            mistyped path does not quietly produce an empty database.
+        create: a command that writes first (``db migrate``, ``enqueue``): create the store
+            when it is missing and migrate it forward.
+        migrate: a command that changes runs (``approve``, ``resume``, ``worker``...): the
+            store must exist, and an older schema is migrated forward. Otherwise (reading
+            only) an older schema is an error naming ``tether db migrate``.
 
     Raises:
-        StoreUnavailableError: ``create`` is false and the SQLite file does not exist.
+        StoreUnavailableError: (not ``create``) no store at ``url``, or it cannot be reached.
+        CorruptRecordError: the SQLite file is not a database.
     """
     if not url.strip():
         raise ConfigurationError(
@@ -132,14 +141,19 @@ def open_store(url: str, *, create: bool = False) -> Checkpointer:
             "sqlite:///path.db or postgresql://..."
         )
     parts = urlsplit(url)
-    if not create and parts.scheme.lower() == "sqlite" and parts.netloc != ":memory:":
+    scheme = parts.scheme.lower()
+    if not create and scheme == "sqlite" and parts.netloc != ":memory:":
         path = unquote(parts.path)
         path = path[1:] if path.startswith("/") else path
-        if path and path != ":memory:" and not Path(path).exists():
-            raise StoreUnavailableError(
-                f"no database at {path!r}; check --db / TETHER_DATABASE_URL, or create it "
-                "with `tether db migrate`"
-            )
+        if path and path != ":memory:":
+            check_sqlite(path, allow_older=migrate)
+    elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        try:
+            from ..store._probe import check_postgres
+        except ImportError:
+            pass  # no postgres extra: connect() names it
+        else:
+            check_postgres(url, allow_older=migrate)
     return connect(url)
 
 
@@ -185,7 +199,7 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, audit, control, maintenance, runs, serve, worker
+    from . import answer, audit, control, maintenance, runs, serve, users, worker
 
     for command in (
         *runs.COMMANDS,
@@ -194,6 +208,7 @@ def _register() -> None:
         *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
+        *users.COMMANDS,
         *worker.COMMANDS,
     ):
         cli.add_command(command)

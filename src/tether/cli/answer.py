@@ -192,7 +192,7 @@ def _answer(
 ) -> int:
     metadata = answer_metadata("cli", by or os_user(), note)
     verdict = "approved" if approved else "rejected"
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         pending = _answerable(store, execution_id, checkpoint_id)
         value = Resume(approved, data, metadata, checkpoint_id=pending.checkpoint_id)
@@ -310,7 +310,7 @@ def resume(
     updates = _parse_json(state_json, "--state")
     if updates is not None and not isinstance(updates, dict):
         raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         pending = store.get_pending_interrupt(execution_id)
@@ -373,7 +373,7 @@ def fork(
     updates = _parse_json(state_json, "--state")
     if updates is not None and not isinstance(updates, dict):
         raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         if checkpoint_id is None:

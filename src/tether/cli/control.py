@@ -32,7 +32,7 @@ def cancel(
 
     Cancelling a run that already ended changes nothing and says so.
     """
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         result = cancel_run(execution_id, reason=reason, by=by or os_user(), store=store, via="cli")
     finally:
@@ -68,7 +68,7 @@ def runs_delete(execution_id: str, yes: bool, db_url: str, as_json: bool) -> int
     """Delete one run and every row it has (checkpoints, pending question, idempotency
     cache), whatever its status. A paused or running run is deleted only after you confirm
     (or with --yes); `tether prune` remains the bulk tool for old finished runs."""
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         run = store.get_run(execution_id)
         if run is None:

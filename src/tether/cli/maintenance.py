@@ -85,7 +85,7 @@ def prune(older_than: str, dry_run: bool, db_url: str, as_json: bool) -> int:
     """
     age = parse_duration(older_than)
     cutoff = _dt.datetime.now(_dt.UTC) - age
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         result = plan = store.prune(cutoff, dry_run=True)
         if not dry_run and plan.runs:

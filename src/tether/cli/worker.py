@@ -74,7 +74,7 @@ def worker(
             raise _errors.CommandError(f"--limit takes NAME=N, got {item!r}", _errors.BAD_INPUT)
         per_runner[name] = int(n)
     registry = open_app(app_spec, db_url)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

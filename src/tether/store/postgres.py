@@ -56,6 +56,7 @@ from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionErro
 from . import _codec
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
+from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
 from ._postgres_audit import PostgresAudit, audit_named_params
 from ._postgres_control import PostgresControl
@@ -78,6 +79,29 @@ def _target(conninfo: str) -> str:
     port = info.get("port")
     where = f"{host}:{port}" if port else str(host)
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
+
+
+def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``postgresql://`` URL as libpq's DSN and the constructor's options (its ``schema``
+    query parameter moved into ``options``), as :meth:`PostgresCheckpointer.from_url` reads it.
+
+    Raises:
+        ConfigurationError: not a Postgres URL, or two different schemas asked for.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(options)
+    schemas = {v for k, v in query if k == "schema"}
+    if "schema" in options:
+        schemas.add(options["schema"])
+    if len(schemas) > 1:
+        raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
+    if schemas:
+        options["schema"] = schemas.pop()
+    rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
 class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
@@ -203,19 +227,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
         Raises:
             ConfigurationError: not a Postgres URL, or two different schemas asked for.
         """
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
-            raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = {v for k, v in query if k == "schema"}
-        if "schema" in options:
-            schemas.add(options["schema"])
-        if len(schemas) > 1:
-            raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
-        if schemas:
-            options["schema"] = schemas.pop()
-        rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
+        dsn, options = split_url(url, options)
         return cls(dsn, **options)
 
     def __repr__(self) -> str:
@@ -908,6 +920,8 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
         result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
         result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
         yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
+        for statement in POSTGRES_PRUNE_THREADS:  # a LangGraph run's thread
+            yield self._q(statement), (ids,)
         yield self._q(q.DELETE_AUDIT_OF_RUNS), (ids,)
         yield self._q(q.DELETE_RUNS), (ids,)
         return result

@@ -40,7 +40,7 @@ from ..errors import (
 )
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._langgraph_sql import SQLITE_MIGRATION_V5
+from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_control import SQLiteControl
@@ -875,6 +875,8 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixi
                     conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
                     conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    for statement in SQLITE_PRUNE_THREAD:  # a LangGraph run's thread
+                        conn.execute(statement, (eid,))
                     conn.execute(DELETE_AUDIT_OF, (eid,))
                     conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
                 result.runs += 1

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,6 +25,7 @@ from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session,
 from ._guard import LOOPBACK_NAMES, HostGuard
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
+from ._users import Throttle, Users, check_shared_token
 
 __all__ = ["create_app"]
 
@@ -99,6 +102,7 @@ class _Web:
     def __init__(self, service: Service, sessions: Sessions) -> None:
         self.service = service
         self.sessions = sessions
+        self.throttle = Throttle()
         self.templates = Environment(
             loader=PackageLoader("tether.web", "templates"),
             autoescape=True,  # everything from the store is untrusted text
@@ -153,6 +157,7 @@ class _Web:
                 "csrf_token": self.sessions.csrf_token(current),
                 "auth_required": self.sessions.required,
                 "logged_in": current.authenticated,
+                "user": current.user,
                 "notice": NOTICES.get(request.query_params.get("notice", "")),
                 "error": None,
                 "statuses": RUN_STATUSES,
@@ -190,15 +195,26 @@ class _Web:
         nxt = _safe_next(_field(form.get("next")))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
             return self._forbidden(request)
-        if not self.sessions.token_ok(_field(form.get("token"))):
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
             return self._page(
                 request,
                 "login.html",
-                {"next": nxt, "error": "That is not the token (TETHER_UI_TOKEN)."},
+                {"next": nxt, "error": _too_many(wait)},
+                status_code=429,
+            )
+        ok, user = await self._authenticate(_field(form.get("token")))
+        if not ok:
+            self.throttle.failed(client)
+            return self._page(
+                request,
+                "login.html",
+                {"next": nxt, "error": "That is not a token of this server."},
                 status_code=401,
             )
         # A new nonce on login: a session fixed before login never becomes an operator's.
-        _, cookie = self.sessions.new(authenticated=True)
+        _, cookie = self.sessions.new(authenticated=True, user=user)
         response = RedirectResponse(nxt, status_code=303)
         self._set_cookie(request, response, cookie)
         return response
@@ -351,7 +367,8 @@ class _Web:
             )
         try:
             outcome = await self.service.answer(
-                execution_id, Answer(approved, note, data, checkpoint_id=shown)
+                execution_id,
+                Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
             return await self._render_run(
@@ -368,7 +385,7 @@ class _Web:
         current, form = posted
         reason = (_field(form.get("reason")) or "").strip() or None
         try:
-            await self.service.cancel(execution_id, reason, None, via="web")
+            await self.service.cancel(execution_id, reason, current.user, via="web")
         except ActionError as exc:
             return await self._render_run(
                 request,
@@ -399,9 +416,33 @@ class _Web:
         return RedirectResponse("/runs?notice=deleted", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
-    def _api_denied(self, request: Request) -> Response | None:
-        if self.sessions.bearer_ok(request.headers.get("authorization")):
-            return None
+    async def _authenticate(self, token: str | None) -> tuple[bool, str | None]:
+        # A named user's token costs a scrypt: off the event loop.
+        return await anyio.to_thread.run_sync(self.sessions.authenticate, token)
+
+    async def _api_user(self, request: Request) -> tuple[Response | None, str | None]:
+        """``(refusal, user)``: a 401 or 429 to send back, or ``None`` and the named user the
+        bearer token belongs to (``None`` under the shared token)."""
+        if not self.sessions.required:
+            return None, None
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
+            refusal = _json({"error": "too_many_failures", "message": _too_many(wait)}, 429)
+            refusal.headers["retry-after"] = str(int(wait) + 1)
+            return refusal, None
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            ok, user = await self._authenticate(value.strip())
+            if ok:
+                return None, user
+        self.throttle.failed(client)
+        return self._unauthorized(), None
+
+    async def _api_denied(self, request: Request) -> Response | None:
+        return (await self._api_user(request))[0]
+
+    def _unauthorized(self) -> Response:
         return Response(
             to_json({"error": "unauthorized", "message": "send Authorization: Bearer <token>"}),
             status_code=401,
@@ -410,7 +451,7 @@ class _Web:
         )
 
     async def api_runs(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
             runs = await self.service.runs(
@@ -423,7 +464,7 @@ class _Web:
         return _json(runs)
 
     async def api_run(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
             return _json(await self.service.run(request.path_params["execution_id"]))
@@ -431,7 +472,7 @@ class _Web:
             return _json({"error": exc.message}, exc.status_code)
 
     async def api_pending(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
             return _json(await self.service.pending(_limit(request)))
@@ -439,7 +480,8 @@ class _Web:
             return _json({"error": exc.message}, exc.status_code)
 
     async def api_cancel(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        denied, user = await self._api_user(request)
+        if denied is not None:
             return denied
         body = await _json_body(request)
         if isinstance(body, Response):
@@ -449,14 +491,14 @@ class _Web:
             return _json({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
         try:
             outcome = await self.service.cancel(
-                request.path_params["execution_id"], reason, by, via="api"
+                request.path_params["execution_id"], reason, user or by, via="api"
             )
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
 
     async def api_delete(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         body = await _json_body(request)
         if isinstance(body, Response):
@@ -473,7 +515,8 @@ class _Web:
         return _json(outcome)
 
     async def api_answer(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        denied, user = await self._api_user(request)
+        if denied is not None:
             return denied
         body = await _json_body(request)
         if isinstance(body, Response):
@@ -490,12 +533,22 @@ class _Web:
             body.get("data"),
             checkpoint_id=shown,
             via="api",
+            actor=user,
         )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
         return _json(outcome)
+
+
+def _client(request: Request) -> str:
+    """Whom failed logins are counted against: the client's address."""
+    return request.client.host if request.client is not None else "-"
+
+
+def _too_many(wait_seconds: float) -> str:
+    return f"Too many failed logins from this address; try again in {int(wait_seconds) + 1} s."
 
 
 def _redirect_to_run(execution_id: str, notice: str) -> Response:
@@ -578,6 +631,7 @@ def create_app(
     token: str | None = None,
     no_auth: bool = False,
     allowed_hosts: Iterable[str] | None = None,
+    users: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The approvals page and JSON API as an ASGI application.
 
@@ -585,8 +639,12 @@ def create_app(
         store: the store to show and answer interrupts in.
         registry: the application's runners; an approval resumes a run through the runner of
             its name, and only stores the answer for a run whose runner is not here.
-        token: the operator token (``TETHER_UI_TOKEN``): a ``Bearer`` token for the API and the
-            password of the login form.
+        token: the shared operator token (``TETHER_UI_TOKEN``, at least 16 characters): a
+            ``Bearer`` token for the API and the password of the login form; answers given
+            with it name nobody in the audit trail (single-user mode).
+        users: a users file (``tether users add``): each named user logs in with their own
+            token, and their answers are recorded under their name. With or without
+            ``token``.
         no_auth: serve without a token. Only for a server on a loopback address, which
             ``tether serve`` enforces; forms still carry CSRF tokens.
         allowed_hosts: the host names (no ports) the server answers to; any other ``Host``
@@ -598,16 +656,21 @@ def create_app(
         A Starlette application (``uvicorn.run(app)`` or any ASGI server).
 
     Raises:
-        ConfigurationError: neither a token nor ``no_auth`` was given.
+        ConfigurationError: neither a token, users nor ``no_auth`` was given; the token is
+            shorter than 16 characters; the users file cannot be read.
     """
     if no_auth:
-        token = None
-    elif not token:
+        token, users = None, None
+    elif not token and users is None:
         raise ConfigurationError(
-            "the approvals page needs a token: set TETHER_UI_TOKEN (or serve with --no-auth "
-            "on a loopback host)"
+            "the approvals page needs a token: set TETHER_UI_TOKEN, or name a users file "
+            "(tether users add NAME; tether serve --users FILE), or serve with --no-auth on a "
+            "loopback host"
         )
-    web = _Web(Service(store, registry), Sessions(token))
+    if token:
+        check_shared_token(token)
+    named = None if users is None else Users(users)
+    web = _Web(Service(store, registry), Sessions(token or None, named))
     routes = [
         Route("/", web.index),
         Route("/login", web.login_form, methods=["GET"]),

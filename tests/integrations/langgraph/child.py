@@ -2,7 +2,9 @@
 
 ``python -m tests.integrations.langgraph.child run <thread_id> <prompt>``,
 ``... resume <thread_id>`` (continue after a crash), ``... answer <thread_id> <json>``
-(``Command(resume=...)``). The store is ``TETHER_DATABASE_URL``; the model ``STUB_URL``.
+(``Command(resume=...)``), or ``... runner <thread_id> <prompt>`` (start it as a tether run of
+the registered runner, ``app.py``). The store is ``TETHER_DATABASE_URL``; the model
+``STUB_URL``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     verb, thread_id, *rest = sys.argv[1:]
+    if verb == "runner":
+        from tests.integrations.langgraph.app import support
+
+        outcome = support().run({"messages": [HumanMessage(rest[0])]}, thread_id=thread_id)
+        print(json.dumps({"status": outcome.status}), flush=True)
+        return
     with TetherSaver.from_url() as saver:
         graph = build().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread_id}}

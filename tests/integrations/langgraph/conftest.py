@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from tests.integrations.openai_agents.conftest import chromium  # the page test's browser
 from tests.llm.stub_server import StubServer
 from tests.support.proc import ROOT, child_env
+
+__all__ = ["call", "chromium", "lg_env", "run_child", "spawn_child"]
 
 
 @pytest.fixture
