@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CancelResult", "DeleteResult", "acancel", "adelete", "cancel", "delete"]
 
+CONFIRM_STATUSES = ("paused", "running")
+"""Statuses whose run the CLI and the web page delete only after a confirmation: someone
+waits on its question, or a process is executing it."""
+
 
 @dataclass(slots=True)
 class CancelResult:

@@ -310,7 +310,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                 fault("chain.after_commit")
                 owner = None
                 answers = []
-                results[node_id] = updates
+                # Only the newest: one entry per node would hold every update of a long
+                # linear run (each a grown copy of its lists), quadratic in its length.
+                results = {node_id: updates}
                 state = new_state
                 node_id = next_id
             fault("run.before_end")

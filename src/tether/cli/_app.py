@@ -199,10 +199,11 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, audit, control, maintenance, runs, serve, users, worker
+    from . import answer, audit, control, lists, maintenance, runs, serve, users, worker
 
     for command in (
         *runs.COMMANDS,
+        *lists.COMMANDS,
         *answer.COMMANDS,
         *control.COMMANDS,
         *audit.COMMANDS,

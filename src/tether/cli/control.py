@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from ..audit import os_user
+from ..control import CONFIRM_STATUSES
 from ..control import cancel as cancel_run
 from ..control import delete as delete_run
 from ..errors import RunNotFoundError
@@ -53,11 +54,6 @@ def cancel(
     if result.stopping:
         out.print("  the process running it stops at its next step boundary")
     return 0
-
-
-CONFIRM_STATUSES = ("paused", "running")
-"""Statuses whose run is deleted only after a confirmation: someone waits on its question, or
-a process is executing it."""
 
 
 @click.command("delete")

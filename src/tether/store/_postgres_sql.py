@@ -118,14 +118,6 @@ INSERT_RUN: Final = (
     "now(), now(), NULL) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
-)
 # Parameters: status, error, status.
 _SET_STATUS: Final = (
     "status = %s, error = %s, updated_at = now(), "
@@ -183,12 +175,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    "WITH top AS (SELECT seq, base_seq FROM {schema}.checkpoints WHERE execution_id = %s "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -209,10 +196,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %s"
 )
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches

@@ -53,11 +53,12 @@ from psycopg_pool import ConnectionPool
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
-from . import _codec
+from . import _codec, _listing
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
 from ._postgres_audit import PostgresAudit, audit_named_params
 from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
@@ -104,7 +105,7 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresControl):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -361,27 +362,18 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
     def get_run(self, execution_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         row = self._db.run("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
         row = await self._db.arun("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> builtins.list[RunRecord]:
-        """Runs, newest first, optionally filtered by status and runner name."""
-        params: tuple[Any, ...]
-        if status is not None and runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
-        elif status is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS, (status, limit)
-        elif runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_NAME, (runner_name, limit)
-        else:
-            template, params = q.SELECT_RUNS, (limit,)
-        rows = self._db.run("list_runs", self._all(template, params))
-        return [_codec.run_from_row(r) for r in rows]
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        return self._db.run("listing", self._all(sql.replace("?", "%s"), tuple(args)))
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when
 
     def _status_plan(self, execution_id: str, status: str, error: str | None) -> Plan[int]:
         return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
@@ -663,21 +655,22 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
     def _resumable_plan(
         self, execution_id: str
     ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
-        window = (yield self._q(q.SELECT_RESUME_WINDOW), (execution_id, execution_id)).rows
-        if not window:
+        rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
+        if not rows:
             return None, None, None
-        rows, chain = _codec.resume_window(window)
-        if chain is None:  # run-end markers one after another
-            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[0][2])).rows
-            bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-            chain = (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
+        if _codec.resumable_lies_further_back(rows):
+            older = (execution_id, min(r[2] for r in rows))
+            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), older).rows
+        bounds = _codec.state_chain_bounds(rows)
+        chain = (yield self._q(q.SELECT_STATE_CHAIN), (execution_id, *bounds)).rows
         return _codec.resume_point(rows, chain)
 
     def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
         """The row a resume re-enters: the run's newest row that is not a run-end marker,
-        with its full state, read with the newest row in one round trip (the rows from the
-        snapshot under the two newest up to the newest; two more when both are run-end
-        markers). Also refreshes the writer's head, as :meth:`get_last` does.
+        with its full state, in two round trips: the two newest rows, then the state chain
+        from the snapshot under them up to the newest, as ``(seq, state_kind, state)`` only
+        (one more first when both are run-end markers). Also refreshes the writer's head, as
+        :meth:`get_last` does.
 
         Returns:
             ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but
@@ -734,11 +727,6 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PostgresControl):
             "get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,))
         )
         return None if row is None else _codec.pending_from_row(row)
-
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        """Pending interrupts, oldest first."""
-        rows = self._db.run("list_pending_interrupts", self._all(q.SELECT_PENDING_ALL, (limit,)))
-        return [_codec.pending_from_row(r) for r in rows]
 
     def _claim_plan(
         self,

@@ -38,10 +38,11 @@ from ..errors import (
     SerializationError,
     TetherError,
 )
-from . import _codec
+from . import _codec, _listing
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
 from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_control import SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
@@ -171,12 +172,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -197,9 +193,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = ?"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts ORDER BY created_at LIMIT ?"
 )
 # The claim: one statement, so exactly one concurrent caller gets the row back.
 CLAIM_PENDING: Final = (
@@ -242,7 +235,11 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixin):
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -500,23 +497,27 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixi
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
             row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
-        sql = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE 1 = 1"
-        args: list[Any] = []
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(status)
-        if runner_name is not None:
-            sql += " AND runner_name = ?"
-            args.append(runner_name)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        args.append(limit)
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        sql = sql.replace("{schema}.", "")
         with self._read() as conn:
-            return [_codec.run_from_row(r) for r in conn.execute(sql, args).fetchall()]
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+            # A TEXT value that is not UTF-8 stops the whole fetch: read again with bad bytes
+            # kept as surrogates, so only that row's entry is marked damaged.
+            conn.text_factory = _lenient_text
+            try:
+                return conn.execute(sql, args).fetchall()
+            finally:
+                conn.text_factory = str
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when.timestamp()
 
     def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
         now = _now()
@@ -717,14 +718,14 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixi
         """The row a resume re-enters, mostly in one read (the contract of
         :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
         with self._read() as conn:
-            window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
-            if not window:
+            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
+            if not rows:
                 return None, None
-            rows, chain = _codec.resume_window(window)
-            if chain is None:  # run-end markers one after another
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[0][2])).fetchall()
-                bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-                chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+            if _codec.resumable_lies_further_back(rows):
+                older = (execution_id, min(r[2] for r in rows))
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, older).fetchall()
+            bounds = _codec.state_chain_bounds(rows)
+            chain = conn.execute(SELECT_STATE_CHAIN, (execution_id, *bounds)).fetchall()
         cp, ended, head = _codec.resume_point(rows, chain)
         self._heads.set(execution_id, head)
         return cp, ended
@@ -749,10 +750,6 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, SQLiteControl, SyncAsyncMixi
         with self._read() as conn:
             row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
         return None if row is None else _codec.pending_from_row(row)
-
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        with self._read() as conn:
-            return [_codec.pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
 
     def claim_interrupt(
         self,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -22,7 +25,20 @@ from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
+from ._control import api_cancel, api_delete, cancel_form, delete_form
 from ._guard import LOOPBACK_NAMES, HostGuard
+from ._inbox import (
+    WAITING_CHOICES,
+    Inbox,
+    Listing,
+    age,
+    api_headers,
+    pending_query,
+    runs_query,
+    sort_params,
+    summary,
+)
+from ._operate import fork_form, resume_form
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
 from ._users import Throttle, Users, check_shared_token
@@ -31,8 +47,6 @@ __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-#: The largest page of a listing (``?limit=``).
-LIMIT_MAX = 1000
 
 #: No script runs on these pages; styles come from our own static file only.
 SECURITY_HEADERS = {
@@ -51,6 +65,8 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "run_resumed": "Resumed through its runner.",
+    "forked": "This run is a fork, branched and run from the checkpoint you chose.",
     "deleted": "Run deleted with all its rows.",
     "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
     "its next step boundary.",
@@ -101,6 +117,7 @@ class _Web:
 
     def __init__(self, service: Service, sessions: Sessions) -> None:
         self.service = service
+        self.inbox = Inbox(service.store, service.registry)
         self.sessions = sessions
         self.throttle = Throttle()
         self.templates = Environment(
@@ -108,7 +125,16 @@ class _Web:
             autoescape=True,  # everything from the store is untrusted text
             undefined=StrictUndefined,
         )
-        self.templates.filters.update(when=when, pretty=_pretty, compact=compact, run_url=run_url)
+        self.templates.filters.update(
+            when=when,
+            pretty=_pretty,
+            compact=compact,
+            run_url=run_url,
+            summary=summary,
+            sort_params=sort_params,
+            age=age,
+            inspect_url=_inspect_url,
+        )
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
         """A store error (a corrupt row, a database that went away) as a 500, or a 503 when
@@ -253,20 +279,25 @@ class _Web:
         )
 
     async def pending_page(self, request: Request) -> Response:
-        session = self._logged_in(request)
-        if session is None:
-            return self._login_redirect(request)
-        items = await self.service.pending()
-        return self._page(request, "pending.html", {"items": items}, session=session)
+        return await self._listing_page(request, "pending.html", pending_query, self.inbox.pending)
 
     async def runs_page(self, request: Request) -> Response:
+        return await self._listing_page(request, "runs.html", runs_query, self.inbox.runs)
+
+    async def _listing_page(
+        self,
+        request: Request,
+        template: str,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        status = request.query_params.get("status") or None
-        name = request.query_params.get("name") or None
+        params = {k: v for k, v in request.query_params.items() if k != "notice"}
         try:
-            runs = await self.service.runs(status=status, runner_name=name, limit=_limit(request))
+            query = parse(request.query_params)
+            listing = await read(query)
         except ActionError as exc:
             return self._page(
                 request,
@@ -275,16 +306,29 @@ class _Web:
                 status_code=exc.status_code,
                 session=session,
             )
-        context = {"runs": runs, "status": status or "", "name": name or ""}
-        return self._page(request, "runs.html", context, session=session)
+        start = int(params["start"]) if params.get("start", "").isdigit() else 0
+        context = {
+            "listing": listing,
+            "query": query,
+            "params": params,
+            "first": start + 1,
+            "next_url": listing.next_url(request.url.path, params),
+            "waiting_choices": WAITING_CHOICES,
+        }
+        return self._page(request, template, context, session=session)
 
     async def run_page(self, request: Request) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        return await self._render_run(request, session, request.path_params["execution_id"])
+        return await self.render_run(
+            request,
+            session,
+            request.path_params["execution_id"],
+            checkpoint_id=request.query_params.get("checkpoint") or None,
+        )
 
-    async def _render_run(
+    async def render_run(
         self,
         request: Request,
         session: tuple[Session, str | None],
@@ -293,9 +337,10 @@ class _Web:
         error: str | None = None,
         status_code: int = 200,
         form: dict[str, str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Response:
         try:
-            shown = await self.service.run(execution_id)
+            shown = await self.service.run(execution_id, checkpoint_id)
         except ActionError as exc:
             return self._page(
                 request,
@@ -307,11 +352,11 @@ class _Web:
         context = {**shown, "error": error, "form": form or {}}
         return self._page(request, "run.html", context, status_code=status_code, session=session)
 
-    async def _posted_form(self, request: Request) -> tuple[Session, Any] | Response:
-        """A page form's post for the run in the address, once its size, CSRF token, login
-        and run are checked: ``(session, form)``, or the response that refuses it (413,
-        403, a redirect to the login, or 400 for a form written for another run)."""
-        execution_id = request.path_params["execution_id"]
+    async def operator_post(
+        self, request: Request
+    ) -> tuple[FormData, tuple[Session, None]] | Response:
+        """A form post's fields and session, once its size, CSRF token and login are checked;
+        else the response that refuses it."""
         try:
             await _capped_body(request)
         except ActionError as exc:
@@ -329,27 +374,27 @@ class _Web:
         assert current is not None  # csrf_ok holds only for a loaded session
         if not current.authenticated:
             return self._login_redirect(request)
-        posted_id = _field(form.get("execution_id"))
-        if posted_id is not None and posted_id != execution_id:
-            # The form was written for another run than the address it reached.
-            return await self._render_run(
-                request,
-                (current, None),
-                execution_id,
-                error=f"This form is for run {posted_id!r}, not {execution_id!r}; nothing "
-                "was changed. Reload the page and try again.",
-                status_code=400,
-            )
-        return current, form
+        return form, (current, None)
 
     async def answer_form(self, request: Request) -> Response:
         execution_id = request.path_params["execution_id"]
         approved = request.path_params["action"] == "approve"
-        posted = await self._posted_form(request)
-        if isinstance(posted, Response):
-            return posted
-        current, form = posted
-        session = (current, None)
+        checked = await self.operator_post(request)
+        if isinstance(checked, Response):
+            return checked
+        form, session = checked
+        current = session[0]
+        posted_id = _field(form.get("execution_id"))
+        if posted_id is not None and posted_id != execution_id:
+            # The form was written for another run than the address it reached.
+            return await self.render_run(
+                request,
+                session,
+                execution_id,
+                error=f"This form answers run {posted_id!r}, not {execution_id!r}; nothing "
+                "was changed. Reload the page and try again.",
+                status_code=400,
+            )
         note = (_field(form.get("note")) or "").strip() or None
         shown = (_field(form.get("checkpoint_id")) or "").strip() or None
         data_text = (_field(form.get("data")) or "").strip()
@@ -357,7 +402,7 @@ class _Web:
         try:
             data = json.loads(data_text) if data_text else None
         except json.JSONDecodeError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -371,49 +416,13 @@ class _Web:
                 Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
-        return _redirect_to_run(execution_id, notice)
-
-    async def cancel_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        posted = await self._posted_form(request)
-        if isinstance(posted, Response):
-            return posted
-        current, form = posted
-        reason = (_field(form.get("reason")) or "").strip() or None
-        try:
-            await self.service.cancel(execution_id, reason, current.user, via="web")
-        except ActionError as exc:
-            return await self._render_run(
-                request,
-                (current, None),
-                execution_id,
-                error=exc.message,
-                status_code=exc.status_code,
-            )
-        return _redirect_to_run(execution_id, "cancelled")
-
-    async def delete_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        posted = await self._posted_form(request)
-        if isinstance(posted, Response):
-            return posted
-        current, form = posted
-        confirmed = _field(form.get("confirm")) == "yes"
-        try:
-            await self.service.delete(execution_id, confirmed=confirmed)
-        except ActionError as exc:
-            return await self._render_run(
-                request,
-                (current, None),
-                execution_id,
-                error=exc.message,
-                status_code=exc.status_code,
-            )
-        return RedirectResponse("/runs?notice=deleted", status_code=303)
+        target = run_url(execution_id)
+        joiner = "&" if "?" in target else "?"
+        return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
     async def _authenticate(self, token: str | None) -> tuple[bool, str | None]:
@@ -451,78 +460,55 @@ class _Web:
         )
 
     async def api_runs(self, request: Request) -> Response:
+        return await self._api_listing(request, runs_query, self.inbox.runs)
+
+    async def _api_listing(
+        self,
+        request: Request,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
         if denied := await self._api_denied(request):
             return denied
         try:
-            runs = await self.service.runs(
-                status=request.query_params.get("status") or None,
-                runner_name=request.query_params.get("name") or None,
-                limit=_limit(request),
-            )
+            listing = await read(parse(request.query_params))
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
-        return _json(runs)
+        response = _json(listing.items)
+        response.headers.update(api_headers(request, listing))
+        return response
 
     async def api_run(self, request: Request) -> Response:
         if denied := await self._api_denied(request):
             return denied
         try:
-            return _json(await self.service.run(request.path_params["execution_id"]))
+            shown = await self.service.run(
+                request.path_params["execution_id"],
+                request.query_params.get("checkpoint") or None,
+            )
+            return _json(shown)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
 
     async def api_pending(self, request: Request) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        try:
-            return _json(await self.service.pending(_limit(request)))
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-
-    async def api_cancel(self, request: Request) -> Response:
-        denied, user = await self._api_user(request)
-        if denied is not None:
-            return denied
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        reason, by = body.get("reason"), body.get("by")
-        if not isinstance(reason, str | None) or not isinstance(by, str | None):
-            return _json({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
-        try:
-            outcome = await self.service.cancel(
-                request.path_params["execution_id"], reason, user or by, via="api"
-            )
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-        return _json(outcome)
-
-    async def api_delete(self, request: Request) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        confirm = body.get("confirm", False)
-        if not isinstance(confirm, bool):
-            return _json({"error": 'the body is {"confirm": bool?}'}, 400)
-        try:
-            outcome = await self.service.delete(
-                request.path_params["execution_id"], confirmed=confirm
-            )
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-        return _json(outcome)
+        return await self._api_listing(request, pending_query, self.inbox.pending)
 
     async def api_answer(self, request: Request) -> Response:
         denied, user = await self._api_user(request)
         if denied is not None:
             return denied
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
+        # A cross-site form can post urlencoded bodies but never JSON without a CORS
+        # preflight, which this server does not answer: that closes CSRF under --no-auth.
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return _json({"error": "send the answer as application/json"}, 415)
+        try:
+            body = json.loads(await _capped_body(request) or b"{}")
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
+        except json.JSONDecodeError as exc:
+            return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
         shape = 'the body is {"checkpoint_id": str?, "note": str?, "data": any?}'
-        if not isinstance(body.get("note"), str | None):
+        if not isinstance(body, dict) or not isinstance(body.get("note"), str | None):
             return _json({"error": shape}, 400)
         shown = body.get("checkpoint_id")
         if not (shown is None or (isinstance(shown, str) and shown)):
@@ -542,6 +528,13 @@ class _Web:
         return _json(outcome)
 
 
+def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
+    """The run page showing one checkpoint in the inspector."""
+    target = run_url(execution_id)
+    joiner = "&" if "?" in target else "?"
+    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
+
+
 def _client(request: Request) -> str:
     """Whom failed logins are counted against: the client's address."""
     return request.client.host if request.client is not None else "-"
@@ -551,50 +544,8 @@ def _too_many(wait_seconds: float) -> str:
     return f"Too many failed logins from this address; try again in {int(wait_seconds) + 1} s."
 
 
-def _redirect_to_run(execution_id: str, notice: str) -> Response:
-    """303 to the run's page, with a notice."""
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
-
-
-async def _json_body(request: Request) -> dict[str, Any] | Response:
-    """The request's JSON object body (``{}`` when empty), or the error response to send.
-    JSON only: a cross-site form can post urlencoded bodies but never JSON without a CORS
-    preflight, which this server does not answer (CSRF closed under ``--no-auth``)."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return _json({"error": "send the body as application/json"}, 415)
-    try:
-        body = json.loads(await _capped_body(request) or b"{}")
-    except ActionError as exc:
-        return _json({"error": exc.message}, exc.status_code)
-    except json.JSONDecodeError as exc:
-        return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
-    if not isinstance(body, dict):
-        return _json({"error": "the body is a JSON object"}, 400)
-    return body
-
-
 def _field(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _limit(request: Request, default: int = 100) -> int:
-    """The ``limit`` query parameter: an integer from 1 to 1000 (default ``default``).
-
-    Raises:
-        ActionError: (400) anything else.
-    """
-    text = request.query_params.get("limit")
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= LIMIT_MAX:
-        raise ActionError(400, f"limit must be an integer from 1 to {LIMIT_MAX}, got {text!r}")
-    return value
 
 
 async def _capped_body(request: Request) -> bytes:
@@ -691,8 +642,10 @@ def create_app(
             ("GET", ""): web.run_page,
             ("POST", "approve"): web.answer_form,
             ("POST", "reject"): web.answer_form,
-            ("POST", "cancel"): web.cancel_form,
-            ("POST", "delete"): web.delete_form,
+            ("POST", "resume"): functools.partial(resume_form, web),
+            ("POST", "fork"): functools.partial(fork_form, web),
+            ("POST", "cancel"): functools.partial(cancel_form, web),
+            ("POST", "delete"): functools.partial(delete_form, web),
         },
         web.not_found,
     )
@@ -702,8 +655,8 @@ def create_app(
             ("GET", ""): web.api_run,
             ("POST", "approve"): web.api_answer,
             ("POST", "reject"): web.api_answer,
-            ("POST", "cancel"): web.api_cancel,
-            ("POST", "delete"): web.api_delete,
+            ("POST", "cancel"): functools.partial(api_cancel, web),
+            ("POST", "delete"): functools.partial(api_delete, web),
         },
         web.not_found,
     )

@@ -128,3 +128,18 @@ def test_a_pickled_payload_is_never_loaded(store):
         saver.get_tuple(config)
     with pytest.raises(CorruptRecordError, match="pickle"):
         TetherSerializer().loads_typed(("pickle", b"\x80\x04K\x01."))
+
+
+def test_versions_changed_in_place_after_put_are_stored_as_changed(store):
+    saver = TetherSaver(store)
+    config = {"configurable": {"thread_id": "v", "checkpoint_ns": ""}}
+    seen = {"node": {"ch": 1}}
+    for version in (1, 2):
+        seen["node"]["ch"] = version  # the caller's own dict, changed in place
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"ch": version}
+        cp["channel_versions"] = {"ch": version}
+        cp["versions_seen"] = seen
+        config = saver.put(config, cp, {}, {"ch": version})
+    got = TetherSaver(store).get_tuple(config).checkpoint
+    assert got["versions_seen"] == {"node": {"ch": 2}} and got["channel_values"] == {"ch": 2}

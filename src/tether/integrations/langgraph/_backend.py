@@ -11,7 +11,9 @@ one snapshot.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -67,6 +69,10 @@ class Backend(Protocol):
         """Async :meth:`run`."""
 
 
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
 class SQLiteBackend:
     """Plans on a :class:`~tether.SQLiteCheckpointer`'s file, on the calling thread.
 
@@ -77,6 +83,14 @@ class SQLiteBackend:
     def __init__(self, store: SQLiteCheckpointer) -> None:
         self._store = store
         self._rendered: dict[str, str] = {}
+        # LangGraph writes from two threads at once (put_writes on the loop, put from its
+        # background saver under the default "async" durability); on separate connections
+        # the second would wait in SQLite's busy handler, which sleeps in steps of
+        # milliseconds. Writers of this process queue on a lock instead.
+        with _LOCKS_GUARD:
+            self._write_lock = _WRITE_LOCKS.setdefault(
+                os.path.abspath(store.path), threading.Lock()
+            )
 
     @property
     def store(self) -> SQLiteCheckpointer:
@@ -101,7 +115,7 @@ class SQLiteBackend:
         store = self._store
         try:
             if write:
-                with store._write() as conn:
+                with self._write_lock, store._write() as conn:
                     return _drive(conn, plan)
             with store._read() as conn:
                 conn.execute("BEGIN")
