@@ -33,7 +33,7 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     ("W1: 200-node linear chain, tiny state", workloads.w1_linear),
     ("W2: 300 steps appending 1 KB each", workloads.w2_growing),
     ("W3: resume latency after a failure", workloads.w3_resume),
-    ("W4: 16 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
+    ("W4: 16 and 64 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
     ("W5: agent, 200 turns", workloads.w5_agent),
     (
         "PYDANTIC_AI: pydantic-ai run, durable vs bare (local model server)",

@@ -168,12 +168,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    "WITH top AS (SELECT seq, base_seq FROM {schema}.checkpoints WHERE execution_id = %s "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"

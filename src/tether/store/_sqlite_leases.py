@@ -108,9 +108,10 @@ class SQLiteLeases(Fencing):
     ) -> None:
         owner = self._fences.get(cp.execution_id)
         if owner is None:
-            conn.execute(INSERT_CHECKPOINT, params)
+            conn.execute(*_codec.sqlite_binding(INSERT_CHECKPOINT, params))
             return
-        if conn.execute(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner)).rowcount != 1:
+        fenced = _codec.sqlite_binding(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner))
+        if conn.execute(*fenced).rowcount != 1:
             self._drop_head(cp.execution_id)
             raise LeaseLost(
                 f"this process ({owner}) lost the lease on run {cp.execution_id!r}: another "

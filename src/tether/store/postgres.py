@@ -654,21 +654,22 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings):
     def _resumable_plan(
         self, execution_id: str
     ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
-        window = (yield self._q(q.SELECT_RESUME_WINDOW), (execution_id, execution_id)).rows
-        if not window:
+        rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
+        if not rows:
             return None, None, None
-        rows, chain = _codec.resume_window(window)
-        if chain is None:  # run-end markers one after another
-            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[0][2])).rows
-            bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-            chain = (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
+        if _codec.resumable_lies_further_back(rows):
+            older = (execution_id, min(r[2] for r in rows))
+            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), older).rows
+        bounds = _codec.state_chain_bounds(rows)
+        chain = (yield self._q(q.SELECT_STATE_CHAIN), (execution_id, *bounds)).rows
         return _codec.resume_point(rows, chain)
 
     def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
         """The row a resume re-enters: the run's newest row that is not a run-end marker,
-        with its full state, read with the newest row in one round trip (the rows from the
-        snapshot under the two newest up to the newest; two more when both are run-end
-        markers). Also refreshes the writer's head, as :meth:`get_last` does.
+        with its full state, in two round trips: the two newest rows, then the state chain
+        from the snapshot under them up to the newest, as ``(seq, state_kind, state)`` only
+        (one more first when both are run-end markers). Also refreshes the writer's head, as
+        :meth:`get_last` does.
 
         Returns:
             ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but

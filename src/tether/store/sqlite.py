@@ -171,12 +171,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -721,14 +716,14 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SyncAsyncMixin):
         """The row a resume re-enters, mostly in one read (the contract of
         :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
         with self._read() as conn:
-            window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
-            if not window:
+            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
+            if not rows:
                 return None, None
-            rows, chain = _codec.resume_window(window)
-            if chain is None:  # run-end markers one after another
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[0][2])).fetchall()
-                bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-                chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+            if _codec.resumable_lies_further_back(rows):
+                older = (execution_id, min(r[2] for r in rows))
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, older).fetchall()
+            bounds = _codec.state_chain_bounds(rows)
+            chain = conn.execute(SELECT_STATE_CHAIN, (execution_id, *bounds)).fetchall()
         cp, ended, head = _codec.resume_point(rows, chain)
         self._heads.set(execution_id, head)
         return cp, ended
