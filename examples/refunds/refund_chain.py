@@ -13,7 +13,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tether.registry import Registry
 from tether import (
     Chain,
     Checkpointer,
@@ -22,6 +21,7 @@ from tether import (
     idempotent,
     interrupt,
 )
+from tether.registry import Registry
 
 REVIEW_OVER = Decimal("500")  # refunds above this need a manager
 LEDGER = Path(os.environ.get("REFUND_LEDGER", "ledger.jsonl"))
