@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
+from .._runner import (
+    afork_checkpoint,
+    alatest_resumable,
+    claim,
+    claim_heartbeat,
+    load_run,
+    record_fork_answer,
+)
 from .._timeouts import Deadline
 from ..agent._compose import claim_reentry, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
@@ -200,6 +207,7 @@ async def fork(
             next_node_id=next_node,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
 
 
@@ -237,6 +245,7 @@ async def _fork_in_runner(
     )
     cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
     cursor.reentry = reentry.deeper()
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, cursor)
 
 

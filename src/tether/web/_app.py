@@ -33,6 +33,7 @@ from ._inbox import (
     Listing,
     age,
     api_headers,
+    limit_of,
     pending_query,
     runs_query,
     sort_params,
@@ -280,6 +281,33 @@ class _Web:
 
     async def pending_page(self, request: Request) -> Response:
         return await self._listing_page(request, "pending.html", pending_query, self.inbox.pending)
+
+    async def audit_page(self, request: Request) -> Response:
+        session = self._logged_in(request)
+        if session is None:
+            return self._login_redirect(request)
+        since = request.query_params.get("since") or "7d"
+        try:
+            entries = await self.service.audit(
+                since, limit_of(request.query_params.get("limit"), 500)
+            )
+        except ActionError as exc:
+            return self._page(
+                request, "error.html", {"error": exc.message}, status_code=400, session=session
+            )
+        context = {"entries": entries, "since": since}
+        return self._page(request, "audit.html", context, session=session)
+
+    async def api_audit(self, request: Request) -> Response:
+        if denied := await self._api_denied(request):
+            return denied
+        try:
+            since = request.query_params.get("since") or "7d"
+            return _json(
+                await self.service.audit(since, limit_of(request.query_params.get("limit"), 500))
+            )
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
 
     async def runs_page(self, request: Request) -> Response:
         return await self._listing_page(request, "runs.html", runs_query, self.inbox.runs)
@@ -629,6 +657,8 @@ def create_app(
         Route("/logout", web.logout, methods=["POST"]),
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
+        Route("/audit", web.audit_page),
+        Route("/api/audit", web.api_audit),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),

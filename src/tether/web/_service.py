@@ -24,7 +24,9 @@ from ..audit import answer_metadata
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
+from ..cli._errors import CommandError
 from ..cli.answer import store_answer
+from ..cli.audit import parse_since
 from ..cli.runs import run_detail
 from ..control import refuse_if_cancelled
 from ..errors import (
@@ -190,6 +192,25 @@ class Service:
                 "conversation": conversation(rows),
                 "inspected": inspected,
             }
+
+        return await self._off_loop(read)
+
+    async def audit(self, since: str, limit: int) -> list[dict[str, Any]]:
+        """The audit trail of every run since ``since`` (an age such as ``7d`` or an ISO 8601
+        time, as ``tether audit --since`` takes), newest first, at most ``limit`` entries.
+
+        Raises:
+            ActionError: (400) ``since`` is neither an age nor a time.
+        """
+        try:
+            start = parse_since(since)
+        except CommandError as exc:
+            raise ActionError(400, str(exc)) from None
+
+        def read() -> list[dict[str, Any]]:
+            # Oldest first from the store; the newest ``limit`` of them, newest first, here.
+            found = self.store.list_audit(since=start)
+            return [e.as_dict() for e in reversed(found[-limit:])]
 
         return await self._off_loop(read)
 
