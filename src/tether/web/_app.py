@@ -25,6 +25,7 @@ from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
+from ._control import api_cancel, api_delete, cancel_form, delete_form
 from ._guard import LOOPBACK_NAMES, HostGuard
 from ._inbox import (
     WAITING_CHOICES,
@@ -67,6 +68,9 @@ NOTICES = {
     "logged_out": "Logged out.",
     "run_resumed": "Resumed through its runner.",
     "forked": "This run is a fork, branched and run from the checkpoint you chose.",
+    "deleted": "Run deleted with all its rows.",
+    "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
+    "its next step boundary.",
 }
 
 
@@ -670,6 +674,8 @@ def create_app(
             ("POST", "reject"): web.answer_form,
             ("POST", "resume"): functools.partial(resume_form, web),
             ("POST", "fork"): functools.partial(fork_form, web),
+            ("POST", "cancel"): functools.partial(cancel_form, web),
+            ("POST", "delete"): functools.partial(delete_form, web),
         },
         web.not_found,
     )
@@ -679,6 +685,8 @@ def create_app(
             ("GET", ""): web.api_run,
             ("POST", "approve"): web.api_answer,
             ("POST", "reject"): web.api_answer,
+            ("POST", "cancel"): functools.partial(api_cancel, web),
+            ("POST", "delete"): functools.partial(api_delete, web),
         },
         web.not_found,
     )
