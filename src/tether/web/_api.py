@@ -35,7 +35,7 @@ class Api:
         self.sessions = sessions
         self.throttle = throttle
 
-    async def _user(self, request: Request) -> tuple[Response | None, str | None]:
+    async def user(self, request: Request) -> tuple[Response | None, str | None]:
         """``(refusal, user)``: a 401 or 429 to send back, or ``None`` and the named user the
         bearer token belongs to (``None`` under the shared token)."""
         if not self.sessions.required:
@@ -56,7 +56,7 @@ class Api:
         return _unauthorized(), None
 
     async def _denied(self, request: Request) -> Response | None:
-        return (await self._user(request))[0]
+        return (await self.user(request))[0]
 
     async def runs(self, request: Request) -> Response:
         return await self._listing(request, runs_query, self.inbox.runs)
@@ -103,7 +103,7 @@ class Api:
             return json_response({"error": exc.message}, exc.status_code)
 
     async def answer(self, request: Request) -> Response:
-        denied, user = await self._user(request)
+        denied, user = await self.user(request)
         if denied is not None:
             return denied
         # A cross-site form can post urlencoded bodies but never JSON without a CORS

@@ -24,6 +24,7 @@ from ..registry import Registry
 from ..store.base import Checkpointer
 from ._api import Api
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
+from ._control import api_cancel, api_delete, cancel_form, delete_form
 from ._guard import LOOPBACK_NAMES, HostGuard
 from ._http import (
     SecurityHeaders,
@@ -61,6 +62,9 @@ NOTICES = {
     "logged_out": "Logged out.",
     "run_resumed": "Resumed through its runner.",
     "forked": "This run is a fork, branched and run from the checkpoint you chose.",
+    "deleted": "Run deleted with all its rows.",
+    "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
+    "its next step boundary.",
 }
 
 
@@ -493,6 +497,8 @@ def create_app(
             ("POST", "reject"): web.answer_form,
             ("POST", "resume"): functools.partial(resume_form, web),
             ("POST", "fork"): functools.partial(fork_form, web),
+            ("POST", "cancel"): functools.partial(cancel_form, web),
+            ("POST", "delete"): functools.partial(delete_form, web),
         },
         web.not_found,
     )
@@ -502,6 +508,8 @@ def create_app(
             ("GET", ""): api.run,
             ("POST", "approve"): api.answer,
             ("POST", "reject"): api.answer,
+            ("POST", "cancel"): functools.partial(api_cancel, api),
+            ("POST", "delete"): functools.partial(api_delete, api),
         },
         web.not_found,
     )
