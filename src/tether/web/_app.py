@@ -7,7 +7,6 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
-from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
@@ -32,6 +31,7 @@ from ._http import (
     capped_body,
     client_address,
     json_response,
+    to_run_page,
     too_many,
 )
 from ._inbox import (
@@ -46,7 +46,7 @@ from ._inbox import (
     summary,
 )
 from ._operate import fork_form, resume_form
-from ._paths import RunRoutes, run_url
+from ._paths import RunRoutes, run_page_url, run_url
 from ._service import ActionError, Answer, Service
 from ._users import Throttle, Users, check_shared_token
 
@@ -402,17 +402,12 @@ class _Web:
             return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
-        notice = "resumed" if outcome["action"] == "resumed" else "stored"
-        target = run_url(execution_id)
-        joiner = "&" if "?" in target else "?"
-        return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
+        return to_run_page(execution_id, "resumed" if outcome["action"] == "resumed" else "stored")
 
 
 def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
     """The run page showing one checkpoint in the inspector."""
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
+    return run_page_url(execution_id, checkpoint=checkpoint_id) + "#inspect"
 
 
 def _field(value: object) -> str | None:

@@ -16,8 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
 from ..errors import RunNotFoundError, RunStatusChangedError
-from ._http import capped_body, json_response
-from ._paths import run_url
+from ._http import capped_body, json_response, to_run_page
 from ._service import ActionError, Service
 
 if TYPE_CHECKING:
@@ -110,9 +109,7 @@ async def cancel_form(web: _Web, request: Request) -> Response:
         return await web.render_run(
             request, session, execution_id, error=exc.message, status_code=exc.status_code
         )
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{joiner}notice=cancelled", status_code=303)
+    return to_run_page(execution_id, "cancelled")
 
 
 async def delete_form(web: _Web, request: Request) -> Response:

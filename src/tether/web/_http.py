@@ -8,11 +8,12 @@ from typing import Any
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..cli._render import to_json
 from ._auth import Sessions
+from ._paths import run_page_url
 from ._service import BODY_MAX_BYTES, ActionError
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "capped_body",
     "client_address",
     "json_response",
+    "to_run_page",
     "too_many",
 ]
 
@@ -61,6 +63,11 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def to_run_page(execution_id: str, notice: str) -> Response:
+    """The redirect (303) to a run's page after a form post, with a notice to show."""
+    return RedirectResponse(run_page_url(execution_id, notice=notice), status_code=303)
 
 
 def json_response(data: Any, status_code: int = 200) -> Response:
