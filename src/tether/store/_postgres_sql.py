@@ -12,10 +12,11 @@ from typing import Final
 
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -92,6 +93,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     5: POSTGRES_MIGRATION_V5,
     # v6: the audit trail (see _postgres_audit).
     6: MIGRATION_V6,
+    # v7: the runs listing's keyset order (see _listing).
+    7: (RUNS_ORDER_INDEX,),
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.

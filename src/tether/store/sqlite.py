@@ -51,7 +51,7 @@ from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, S
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -141,6 +141,8 @@ MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
 # v6: the audit trail (see _sqlite_audit).
 MIGRATIONS[6] = MIGRATION_V6
+# v7: the runs listing's keyset order (see _listing).
+MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
