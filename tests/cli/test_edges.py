@@ -165,3 +165,11 @@ def test_reading_an_older_store_asks_for_migrate_and_a_write_migrates_it(store, 
     assert migrated.returncode == 0, migrated.stderr
     assert sql("SELECT MAX(version) FROM {t}tether_schema")[0][0] == SCHEMA_VERSION
     assert len(as_json(tether_cli(db_url, "runs", "list", "--json"))) == 1
+
+
+def test_serve_on_every_interface_needs_the_names_it_answers_to(store, db_url):
+    paused_run(store)
+    token = "a-token-of-at-least-16-chars"
+    refused = tether_cli(db_url, "serve", "--host", "0.0.0.0", TETHER_UI_TOKEN=token)
+    assert refused.returncode == 4
+    assert "--allowed-host" in refused.stderr and "answers to no host name" in refused.stderr
