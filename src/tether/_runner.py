@@ -212,6 +212,7 @@ async def alatest_resumable(
 
     Raises:
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled (docs/design.md, "Cancel and delete").
     """
     cp: Checkpoint | None
     fast = getattr(store, "aget_resumable", None) if agent_path_prefix is None else None
@@ -224,6 +225,10 @@ async def alatest_resumable(
             cp = await store.aget_last(
                 execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
             )
+    if last_status == "cancelled":
+        from .control import cancelled_error
+
+        raise await cancelled_error(store, execution_id)
     if last_status == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",
@@ -323,6 +328,16 @@ async def claim(
                 node_id=cp.node_id,
             )
     return _answers(cp, won), owner
+
+
+async def record_fork_answer(
+    store: Checkpointer, execution_id: str, value: Resume | None, src: Checkpoint
+) -> None:
+    """Record a fork's ``resume_value`` in the branch's audit trail: it answers ``src``'s
+    question for the branch (docs/design.md §5, "The audit trail"). Written right after the
+    branch's ``fork_origin`` row, before the answer is used."""
+    if value is not None:
+        await store.arecord_audit(answer_entry(execution_id, value, src))
 
 
 def question_changed(

@@ -125,3 +125,25 @@ def test_tether_users_add_list_remove_through_the_cli(tmp_path):
     assert [u["name"] for u in json.loads(listed.stdout)] == ["alice"]
     assert cli("remove", "alice").returncode == 0
     assert cli("remove", "alice").returncode == 3
+
+
+def test_the_audit_page_and_api_list_every_runs_decisions_newest_first(store, tmp_path):
+    users = tmp_path / "users.json"
+    alice = add_user(users, "alice")
+    first, second = paused_run(store), paused_run(store)
+    with _app(store, users, token=TOKEN) as client:
+        client.post(f"/api/runs/{first}/approve", json={"note": "a"}, headers=bearer(alice))
+        client.post(f"/api/runs/{second}/reject", json={"note": "b"}, headers=bearer())
+        listed = client.get("/api/audit?since=1h", headers=bearer()).json()
+        assert [(e["execution_id"], e["actor"], e["action"]) for e in listed] == [
+            (second, None, "rejected"),
+            (first, "alice", "approved"),
+        ]
+        assert client.get("/api/audit?since=2999-01-01", headers=bearer()).json() == []
+        bad = client.get("/api/audit?since=soon", headers=bearer())
+        assert bad.status_code == 400 and "neither an age" in bad.json()["error"]
+        assert client.get("/api/audit").status_code == 401
+        assert login(client, alice).status_code == 303
+        page = client.get("/audit").text
+    assert '<td class="actor">alice</td>' in page and "not named" in page
+    assert page.index(second) < page.index(first)

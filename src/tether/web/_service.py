@@ -24,14 +24,18 @@ from ..audit import answer_metadata
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
+from ..cli._errors import CommandError
 from ..cli.answer import store_answer
+from ..cli.audit import parse_since
 from ..cli.runs import run_detail
+from ..control import refuse_if_cancelled
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
     CheckpointNotFoundError,
     ConfigurationError,
     InterruptChangedError,
+    RunCancelledError,
     RunnerMismatchError,
     RunNotFoundError,
     TetherError,
@@ -55,7 +59,7 @@ def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
     """Map what a runner verb raises to the :class:`ActionError` the page and API answer."""
     try:
         yield
-    except InterruptChangedError as exc:
+    except (InterruptChangedError, RunCancelledError) as exc:
         raise ActionError(409, exc.message) from None
     except AlreadyResumed as exc:
         raise ActionError(409, f"run {execution_id} was {conflict}: {exc}") from None
@@ -191,6 +195,25 @@ class Service:
 
         return await self._off_loop(read)
 
+    async def audit(self, since: str, limit: int) -> list[dict[str, Any]]:
+        """The audit trail of every run since ``since`` (an age such as ``7d`` or an ISO 8601
+        time, as ``tether audit --since`` takes), newest first, at most ``limit`` entries.
+
+        Raises:
+            ActionError: (400) ``since`` is neither an age nor a time.
+        """
+        try:
+            start = parse_since(since)
+        except CommandError as exc:
+            raise ActionError(400, str(exc)) from None
+
+        def read() -> list[dict[str, Any]]:
+            # Oldest first from the store; the newest ``limit`` of them, newest first, here.
+            found = self.store.list_audit(since=start)
+            return [e.as_dict() for e in reversed(found[-limit:])]
+
+        return await self._off_loop(read)
+
     # --- the answer -----------------------------------------------------------------------
     async def answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         """Approve or reject a run's pending interrupt.
@@ -227,6 +250,8 @@ class Service:
         run = self.store.get_run(execution_id)
         if run is None:
             raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        with _refusals(execution_id, "cancelled"):
+            refuse_if_cancelled(self.store, run)
         pending = self.store.get_pending_interrupt(execution_id)
         shown = answer.checkpoint_id
         if shown is not None and (pending is None or pending.checkpoint_id != shown):
@@ -249,7 +274,7 @@ class Service:
         if run.runner_name not in self.registry:
             try:
                 store_answer(self.store, execution_id, value)
-            except InterruptChangedError as exc:
+            except (InterruptChangedError, RunCancelledError) as exc:
                 raise ActionError(409, exc.message) from None
             except AlreadyResumed:
                 raise ActionError(409, f"run {execution_id} was answered meanwhile") from None
