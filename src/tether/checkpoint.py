@@ -13,7 +13,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .errors import AlreadyResumed, RunNotFoundError
+from .errors import AlreadyResumed, RunCancelledError, RunNotFoundError
 
 if TYPE_CHECKING:
     from .store.base import Checkpointer
@@ -29,15 +29,23 @@ __all__ = [
 ]
 
 StepType = Literal[
-    "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
+    "llm_call",
+    "tool_call",
+    "hitl_pause",
+    "node",
+    "handoff",
+    "fork_origin",
+    "state_patch",
+    "run_end",
 ]
-Status = Literal["completed", "interrupted", "failed"]
+Status = Literal["completed", "interrupted", "failed", "cancelled"]
 
 RUN_END: Final = "run_end"
 STEP_TYPES: Final = frozenset(
-    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
+    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "state_patch"}
+    | {"run_end"}
 )
-STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
+STATUSES: Final = frozenset({"completed", "interrupted", "failed", "cancelled"})
 
 
 _LABELS: Final = {
@@ -47,8 +55,10 @@ _LABELS: Final = {
     ("hitl_pause", "interrupted"): "paused for a human",
     ("handoff", "completed"): "handoff",
     ("fork_origin", "completed"): "branch start",
+    ("state_patch", "completed"): "state patched",
     ("run_end", "completed"): "run completed",
     ("run_end", "failed"): "run failed",
+    ("run_end", "cancelled"): "run cancelled",
 }
 
 
@@ -78,8 +88,9 @@ class Checkpoint:
         node_id: the re-entry address: a chain node id, ``"turn:N"``, ``"turn:N/tool:<name>"``,
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
-            ``fork_origin``, ``run_end``.
-        status: ``completed``, ``interrupted`` or ``failed``; drives resume (docs/design.md §4).
+            ``fork_origin``, ``state_patch`` (a resume's ``state_updates``), ``run_end``.
+        status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
+            only); drives resume (docs/design.md §4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -161,6 +172,26 @@ is sent the answer. It yields :data:`RESUMABLE` for the store's one-read ``get_r
 RESUMABLE: Final = -1
 
 
+def cancelled_error_of(execution_id: str, last: Checkpoint | None) -> RunCancelledError:
+    """The :class:`RunCancelledError` of a cancelled run, naming who, when and why from its
+    ``cancelled`` run-end row ``last`` (docs/design.md §4)."""
+    info: dict[str, Any] = {}
+    if last is not None and last.is_run_end and isinstance(last.node_output, dict):
+        info = last.node_output
+    by, reason, at = info.get("cancelled_by"), info.get("reason"), info.get("cancelled_at")
+    said = "".join(
+        [f" by {by}" if by else "", f" at {at}" if at else "", f": {reason}" if reason else ""]
+    )
+    return RunCancelledError(
+        f"run {execution_id!r} was cancelled{said}; it takes no resume or answer (fork it to "
+        "continue from one of its checkpoints)",
+        execution_id=execution_id,
+        cancelled_by=by,
+        reason=reason,
+        cancelled_at=at,
+    )
+
+
 def past_run_ends(row: Checkpoint | None) -> Reads:
     """``row``, or the newest row before it when it is a run-end tombstone (which addresses no
     step): what resume and fork both step over."""
@@ -171,10 +202,12 @@ def past_run_ends(row: Checkpoint | None) -> Reads:
 
 def resumable_rows(execution_id: str, *, fast: bool) -> Reads:
     """The rule of resume (docs/design.md §4): the newest row past a run end, refusing a run
-    whose newest row is a ``completed`` run end. ``fast``: the store has ``get_resumable``.
+    whose newest row is a ``completed`` or ``cancelled`` run end. ``fast``: the store has
+    ``get_resumable``.
 
     Raises:
         AlreadyResumed: the run completed.
+        RunCancelledError: the run was cancelled (who, when and why from its run end).
     """
     cp: Checkpoint | None
     ended: str | None
@@ -184,6 +217,9 @@ def resumable_rows(execution_id: str, *, fast: bool) -> Reads:
         cp = yield None
         ended = cp.status if cp is not None and cp.is_run_end else None
         cp = yield from past_run_ends(cp)
+    if ended == "cancelled":
+        end: Checkpoint | None = yield None  # its run end says who cancelled it, when, why
+        raise cancelled_error_of(execution_id, end)
     if ended == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",
@@ -238,6 +274,7 @@ def latest_resumable(
     Raises:
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled.
     """
     # The bundled stores read the resumable row in one statement.
     fast = agent_path_prefix is None and callable(getattr(store, "get_resumable", None))

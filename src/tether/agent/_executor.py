@@ -30,6 +30,7 @@ import pydantic
 from .. import _trace
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
+from .._timeouts import bounded
 from ..checkpoint import Checkpoint
 from ..engine import rows
 from ..engine.claim import claim_heartbeat
@@ -191,7 +192,7 @@ class _Loop:
         for m in self.messages[len(dicts) :]:
             dicts.append(FrozenDict(m.to_dict()))
         state = {"messages": list(dicts), "turn": self.turn, "usage": self.usage.to_dict()}
-        if self.outer:  # nested: the enclosing runners' frames (see tether.agent._nested)
+        if self.outer:  # nested: the enclosing runners' frames (see tether.engine.nesting)
             state[OUTER_KEY] = self.outer
         return state
 
@@ -263,7 +264,14 @@ class _Loop:
                 )
             fault("agent.before_llm")
             with _trace.llm_call(self.eid, self.node_id, agent.llm) as traced:
-                response = await agent.llm.acomplete(self.messages, specs)
+                response = await bounded(
+                    agent.llm.acomplete,
+                    (self.messages, specs),
+                    timeout_seconds=getattr(agent, "model_timeout_seconds", None),
+                    step=f"model call of agent {agent.name!r}",
+                    execution_id=self.eid,
+                    node_id=self.node_id,
+                )
                 traced.response(response)
             fault("agent.after_llm")
             self.usage = self.usage + response.usage

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
+from .._timeouts import Deadline
 from ..checkpoint import Checkpoint, new_id
 from ..engine import lease, rows
 from ..engine.claim import claim, claim_heartbeat
@@ -29,6 +31,7 @@ from ..errors import (
 from ..interrupt import Answer, InterruptScope, Resume, interrupt_scope
 from ..result import ChainResult
 from ..store.base import RunRecord
+from . import _repair
 
 if TYPE_CHECKING:
     from ..engine.nesting import ReEntry
@@ -72,10 +75,23 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
 
 @lease.leased_resume
 async def resume(
-    chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
+    chain: Chain,
+    execution_id: str,
+    resume_value: Any,
+    agent_path: str | None = None,
+    state_updates: Any = None,
 ) -> ChainResult:
     store = chain.checkpointer
+    updates = None if state_updates is None else _repair.check_updates(execution_id, state_updates)
     value, run, cp = await rows.resume_point(store, execution_id, chain.name, resume_value)
+    if updates is not None:
+        _repair.refuse_unpatchable(
+            execution_id, cp, answered=value is not None, agent_path=agent_path
+        )
+        if cp is not None:
+            _check_graph(chain, cp.next_node_id, cp)
+        at = await _repair.apatch(chain, store, run, cp, updates)
+        return await _drive(chain, store, execution_id, _Cursor(at.node_id, at.state, at.counters))
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
@@ -196,6 +212,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     owner = cur.claim_owner
     node_id = cur.node_id
     results: dict[str, Any] = {}
+    deadline = await _deadline(chain, store, eid)
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
@@ -210,7 +227,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
                         runner = chain.runners.get(node_id)
                         if runner is None:
-                            updates = await chain.call_node(node_id, state)
+                            updates = await chain.call_node(
+                                node_id, state, execution_id=eid, deadline=deadline
+                            )
                         else:
                             updates = await _run_runner(
                                 chain, runner, node_id, state, counters, cur
@@ -269,6 +288,17 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
 
 
+async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | None:
+    """The run's deadline (``chain.deadline_seconds`` after its creation), if it has one."""
+    if chain.deadline_seconds is None:
+        return None
+    run = await store.aget_run(eid)
+    created = run.created_at if run is not None else None
+    return Deadline(
+        created.timestamp() if created is not None else time.time(), chain.deadline_seconds
+    )
+
+
 async def _run_runner(
     chain: Chain,
     node: RunnerNode,
@@ -277,7 +307,7 @@ async def _run_runner(
     counters: dict[str, int],
     cur: _Cursor,
 ) -> dict[str, Any]:
-    """Run a runner node inside this run under the chain's frame (see ``_nested``)."""
+    """Run a runner node inside this run under the chain's frame (see ``tether.engine.nesting``)."""
     ctx = current_run()
     assert ctx is not None
     frame = {

@@ -3,7 +3,7 @@ command module's commands added (the command modules import ``_app``, never this
 
 from __future__ import annotations
 
-from . import answer, audit, lists, maintenance, runs, serve, users, worker
+from . import answer, audit, control, lists, maintenance, runs, serve, users, worker
 from ._app import cli, invoke
 
 __all__ = ["cli", "invoke"]
@@ -12,6 +12,7 @@ for _command in (
     *runs.COMMANDS,
     *lists.COMMANDS,
     *answer.COMMANDS,
+    *control.COMMANDS,
     *audit.COMMANDS,
     *maintenance.COMMANDS,
     *serve.COMMANDS,
@@ -19,3 +20,4 @@ for _command in (
     *worker.COMMANDS,
 ):
     cli.add_command(_command)
+runs.runs_group.add_command(control.runs_delete)

@@ -12,10 +12,11 @@ from typing import Final
 
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -92,6 +93,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     5: POSTGRES_MIGRATION_V5,
     # v6: the audit trail (see _postgres_audit).
     6: MIGRATION_V6,
+    # v7: the runs listing's keyset order (see _listing).
+    7: (RUNS_ORDER_INDEX,),
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -121,9 +124,15 @@ SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE exe
 # Parameters: status, error, status.
 _SET_STATUS: Final = (
     "status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
+    "finished_at = CASE WHEN %s::text IN ('completed', 'failed', 'cancelled') THEN now() "
+    "ELSE NULL END"
 )
-UPDATE_RUN_STATUS: Final = f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s"
+# A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
+# (docs/design.md, "Cancel and delete") brings it back.
+_NOT_CANCELLED: Final = " AND status <> 'cancelled'"
+UPDATE_RUN_STATUS: Final = (
+    f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s{_NOT_CANCELLED}"
+)
 # The run lease given back with the status (the commit that ends a drive) when the owner
 # parameter (three times) names the holder; NULL leaves the lease as it is.
 _GIVE_BACK: Final = (
@@ -133,6 +142,7 @@ _GIVE_BACK: Final = (
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
     f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %s"
+    f"{_NOT_CANCELLED}"
 )
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
@@ -148,7 +158,7 @@ def _and_set_status(insert: str) -> str:
     return (
         f"WITH cp AS ({insert}), "
         f"run AS (UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} "
-        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
+        f"WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp){_NOT_CANCELLED}) "
         "SELECT created_at FROM cp"
     )
 
@@ -250,7 +260,8 @@ SELECT_IDEMPOTENT_ALL: Final = (
 )
 SELECT_PRUNABLE: Final = (
     "SELECT execution_id FROM {schema}.runs "
-    "WHERE status IN ('completed', 'failed') AND finished_at < %s ORDER BY finished_at"
+    "WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < %s "
+    "ORDER BY finished_at"
 )
 # Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
 LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"

@@ -34,8 +34,8 @@ __all__ = [
     "SyncAsyncMixin",
 ]
 
-RunStatus = Literal["running", "paused", "completed", "failed"]
-FINISHED_STATUSES = ("completed", "failed")
+RunStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
+FINISHED_STATUSES = ("completed", "failed", "cancelled")
 
 
 @dataclass(slots=True)
@@ -46,7 +46,8 @@ class RunRecord:
         execution_id: the run's id.
         runner_name: the name of the runner that started it (``Chain("refunds")`` -> ``refunds``).
         runner_kind: ``chain``, ``agent``, ``swarm`` or ``supervisor``.
-        status: ``running``, ``paused``, ``completed`` or ``failed``.
+        status: ``queued``, ``running``, ``paused``, ``completed``, ``failed`` or
+            ``cancelled`` (docs/design.md, "Cancel and delete").
         input: the input the run was started with (JSON-able), so any process can restart it.
         parent_execution_id: for a fork, the run it branched from.
         parent_checkpoint_id: for a fork, the checkpoint it branched from.

@@ -60,6 +60,7 @@ from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._postgres_audit import PostgresAudit, audit_named_params
+from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
 from .base import PendingInterrupt, PruneResult, RunRecord
@@ -104,7 +105,7 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings):
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresControl):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:

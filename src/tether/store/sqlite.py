@@ -44,13 +44,14 @@ from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
+from ._sqlite_control import SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -140,6 +141,8 @@ MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
 # v6: the audit trail (see _sqlite_audit).
 MIGRATIONS[6] = MIGRATION_V6
+# v7: the runs listing's keyset order (see _listing).
+MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -155,8 +158,8 @@ INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join(
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = ?"
 UPDATE_RUN_STATUS: Final = (
     "UPDATE runs SET status = ?, error = ?, updated_at = ?, "
-    "finished_at = CASE WHEN ? IN ('completed', 'failed') THEN ? ELSE NULL END "
-    "WHERE execution_id = ?"
+    "finished_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE NULL END "
+    "WHERE execution_id = ? AND status <> 'cancelled'"
 )
 _SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
 _PATH_FILTER: Final = " AND (agent_path = ? OR substr(agent_path, 1, ?) = ?)"
@@ -225,7 +228,8 @@ SELECT_IDEMPOTENT_ALL: Final = (
     "SELECT key, value FROM idempotency_cache WHERE execution_id = ? ORDER BY created_at"
 )
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?"
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
+    "AND finished_at < ?"
 )
 
 
@@ -237,7 +241,7 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SyncAsyncMixin):
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:

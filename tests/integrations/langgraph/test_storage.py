@@ -143,3 +143,20 @@ def test_versions_changed_in_place_after_put_are_stored_as_changed(store):
         config = saver.put(config, cp, {}, {"ch": version})
     got = TetherSaver(store).get_tuple(config).checkpoint
     assert got["versions_seen"] == {"node": {"ch": 2}} and got["channel_values"] == {"ch": 2}
+
+
+def test_a_task_writing_one_special_channel_twice_in_one_call_keeps_the_last(store):
+    from langgraph.checkpoint.serde.types import INTERRUPT
+
+    saver = TetherSaver(store)
+    config = saver.put(
+        {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    saver.put_writes(config, [(INTERRUPT, "first"), (INTERRUPT, "second")], "task-1")
+    saver.put_writes(config, [("ch", 1), ("ch", 2)], "task-2")
+    writes = saver.get_tuple(config).pending_writes
+    assert sorted((t, c, v) for t, c, v in writes) == [
+        ("task-1", INTERRUPT, "second"),
+        ("task-2", "ch", 1),
+        ("task-2", "ch", 2),
+    ]

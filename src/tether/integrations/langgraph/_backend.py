@@ -16,6 +16,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Generator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -103,7 +104,7 @@ class SQLiteBackend:
         return sql
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
-        return self.q(template), params
+        return _Last((self.q(template), params))
 
     def now(self) -> float:
         return time.time()
@@ -114,27 +115,55 @@ class SQLiteBackend:
     def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
         store = self._store
         try:
+            first = next(plan)
+            if write and isinstance(first, _Last):
+                with self._write_lock:
+                    return self._alone(plan, first)
             if write:
                 with self._write_lock, store._write() as conn:
-                    return _drive(conn, plan)
+                    return _drive(conn, plan, first)
             with store._read() as conn:
                 conn.execute("BEGIN")
                 try:
-                    return _drive(conn, plan)
+                    return _drive(conn, plan, first)
                 finally:
                     conn.execute("COMMIT")
+        except StopIteration as stop:  # a plan with no statement
+            return stop.value  # type: ignore[no-any-return]
         except sqlite3.Error as exc:  # pragma: no cover - the context managers translate
             raise _translate(exc, store.path) from exc
         finally:
             plan.close()
 
+    def _alone(self, plan: Plan[T], stmt: Statement) -> T:
+        """A plan's only statement, run as a transaction of its own (SQLite takes the write
+        lock before the statement reads): no BEGIN and COMMIT round trips, as the store's own
+        step INSERT (a thread waking from each one waits for the GIL: LangGraph puts from a
+        background thread while its loop runs)."""
+        store = self._store
+        wal = store._wal
+        conn = store._conn()
+        try:
+            with nullcontext() if wal is None else wal.gate:
+                result = _drive(conn, plan, stmt)
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            raise _translate(exc, store.path) from exc
+        if wal is not None:
+            wal.committed()
+        return result
+
     async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
         return self.run(op, plan, write=write)
 
 
-def _drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
+class _Last(tuple[Any, Sequence[Any] | None]):
+    """A statement its plan marks as its last."""
+
+    __slots__ = ()
+
+
+def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement) -> T:
     try:
-        stmt = next(plan)
         while True:
             try:
                 cur = conn.execute(stmt[0], stmt[1] or ())
