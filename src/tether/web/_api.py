@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..serde import parse_json_text
 from ._auth import Sessions
 from ._http import authenticate, capped_body, client_address, json_response, too_many
 from ._inbox import Inbox, Listing, api_headers, limit_of, pending_query, runs_query
@@ -111,7 +112,7 @@ class Api:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return json_response({"error": "send the answer as application/json"}, 415)
         try:
-            body = json.loads(await capped_body(request) or b"{}")
+            body = parse_json_text(await capped_body(request) or b"{}")
         except ActionError as exc:
             return json_response({"error": exc.message}, exc.status_code)
         except json.JSONDecodeError as exc:

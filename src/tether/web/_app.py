@@ -20,6 +20,7 @@ from ..cli._filters import RUN_STATUSES
 from ..cli._render import compact, to_json, when
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
+from ..serde import parse_json_text
 from ..store.base import Checkpointer
 from ._api import Api
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
@@ -383,7 +384,7 @@ class _Web:
         data_text = (_field(form.get("data")) or "").strip()
         kept = {"note": note or "", "data": data_text}
         try:
-            data = json.loads(data_text) if data_text else None
+            data = parse_json_text(data_text) if data_text else None
         except json.JSONDecodeError as exc:
             return await self.render_run(
                 request,

@@ -16,6 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
 from ..errors import RunNotFoundError, RunStatusChangedError
+from ..serde import parse_json_text
 from ._http import capped_body, json_response, to_run_page
 from ._service import ActionError, Service
 
@@ -135,7 +136,7 @@ async def _json_body(request: Request, capped: Any) -> dict[str, Any] | Response
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return json_response({"error": "send the body as application/json"}, 415)
     try:
-        body = json.loads(await capped(request) or b"{}")
+        body = parse_json_text(await capped(request) or b"{}")
     except ActionError as exc:
         return json_response({"error": exc.message}, exc.status_code)
     except json.JSONDecodeError as exc:

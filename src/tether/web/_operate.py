@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..serde import parse_json_text
 from ._http import to_run_page
 from ._service import ActionError
 
@@ -53,7 +54,7 @@ async def fork_form(web: _Web, request: Request) -> Response:
     checkpoint_id = _field(form, "checkpoint_id") or None
     text = _field(form, "state")
     try:
-        updates = json.loads(text) if text else None
+        updates = parse_json_text(text) if text else None
         if updates is not None and not isinstance(updates, dict):
             raise ActionError(
                 400, 'The state to merge must be a JSON object, e.g. {"amount": 400}.'
