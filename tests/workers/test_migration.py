@@ -179,7 +179,7 @@ def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: in
 # Columns of the runs table added after the versions these tests open at, which this tether's
 # code writes and reads: added to an old schema while old rows are written through this code,
 # and dropped again before the upgrade, which adds them itself.
-_LATER_RUN_COLUMNS = {"app_version": 7}
+_LATER_RUN_COLUMNS = {"app_version": 8}
 
 
 def _later_columns(kind: str, where: str, *, add: bool) -> None:

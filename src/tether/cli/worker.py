@@ -85,8 +85,9 @@ def worker(
     served = None if versions is None else [v.strip() for v in versions.split(",") if v.strip()]
     if served == []:
         raise _errors.CommandError("--versions takes V1,V2,..., got none", _errors.BAD_INPUT)
-    registry = open_app(app_spec, db_url)
+    # The store first: an app that opens tether.connect() on import would create a mistyped one.
     store = open_store(db_url, migrate=True)
+    registry = open_app(app_spec, db_url)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -13,20 +13,20 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 __all__ = [
-    "POSTGRES_MIGRATION_V7",
+    "POSTGRES_MIGRATION_V8",
     "POSTGRES_SERVED",
-    "SQLITE_MIGRATION_V7",
+    "SQLITE_MIGRATION_V8",
     "postgres_served",
     "sqlite_served",
 ]
 
 # Nullable and unindexed by default rows: a partial index serves the drain listing
 # (`tether runs list --version old`) without costing unversioned inserts anything.
-SQLITE_MIGRATION_V7: Final[tuple[str, ...]] = (
+SQLITE_MIGRATION_V8: Final[tuple[str, ...]] = (
     "ALTER TABLE runs ADD COLUMN app_version TEXT",
     "CREATE INDEX runs_version_idx ON runs (app_version, status) WHERE app_version IS NOT NULL",
 )
-POSTGRES_MIGRATION_V7: Final[tuple[str, ...]] = (
+POSTGRES_MIGRATION_V8: Final[tuple[str, ...]] = (
     "ALTER TABLE {schema}.runs ADD COLUMN app_version text",
     "CREATE INDEX runs_version_idx ON {schema}.runs (app_version, status) "
     "WHERE app_version IS NOT NULL",

@@ -47,12 +47,12 @@ from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_au
 from ._sqlite_control import SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
-from ._versions import SQLITE_MIGRATION_V7
+from ._versions import SQLITE_MIGRATION_V8
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -142,8 +142,10 @@ MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
 # v6: the audit trail (see _sqlite_audit).
 MIGRATIONS[6] = MIGRATION_V6
-# v7: the version of the code that started each run (see _versions).
-MIGRATIONS[7] = SQLITE_MIGRATION_V7
+# v7: the runs listing's keyset order (see _listing).
+MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
+# v8: the version of the code that started each run (see _versions).
+MIGRATIONS[8] = SQLITE_MIGRATION_V8
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"

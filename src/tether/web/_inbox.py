@@ -64,16 +64,22 @@ def limit_of(text: str | None, default: int = 100) -> int:
     return value
 
 
+_WAITING_MAX_DAYS = 36500
+
+
 def seconds_of(text: str) -> float:
-    """``90s``, ``15m``, ``2h`` or ``3d`` in seconds.
+    """``90s``, ``15m``, ``2h`` or ``3d`` in seconds, at most 36500 days.
 
     Raises:
-        ActionError: (400) another form.
+        ActionError: (400) another form, or longer.
     """
     found = _DURATION.match(text)
     if found is None:
         raise ActionError(400, f"waiting must look like 90s, 15m, 2h or 3d, got {text!r}")
-    return float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    if seconds > _WAITING_MAX_DAYS * 86400:  # further back than a date can say
+        raise ActionError(400, f"waiting is at most {_WAITING_MAX_DAYS}d, got {text!r}")
+    return seconds
 
 
 def _text(params: Any, name: str) -> str | None:
