@@ -29,7 +29,7 @@ from starlette.requests import Request
 
 # Through cli._app first, as _service does: cli.runs imported alone is half-initialized.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli._filters import RUN_STATUSES, runner_filter
+from ..cli._filters import runner_filter, status_filter
 from ..cli.runs import missing_parents, pending_json, run_json
 from ..registry import Registry
 from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
@@ -117,14 +117,16 @@ def runs_query(params: Any) -> RunsQuery:
     """The :class:`RunsQuery` of a request's query parameters (counted).
 
     Raises:
-        ActionError: (400) a bad status or limit.
+        ActionError: (400) a bad status (one, or several comma-separated) or limit.
     """
-    status = _text(params, "status")
-    if status is not None and status not in RUN_STATUSES:
-        raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
+    try:
+        status = status_filter(_text(params, "status"))
+    except ValueError as exc:
+        raise ActionError(400, f"status: {exc}") from None
     return RunsQuery(
         status=status,
         runner_name=runner_filter(_text(params, "name")),
+        app_version=_text(params, "version"),
         search=_text(params, "q"),
         after=_text(params, "after"),
         limit=limit_of(_text(params, "limit")),
@@ -184,7 +186,7 @@ class Inbox:
         def read() -> Listing:
             store = self._listings()
             page = store.list_runs_page(query)
-            filtered = any((query.status, query.runner_name, query.search))
+            filtered = any((query.status, query.runner_name, query.app_version, query.search))
             every = store.list_runs_page(RunsQuery(limit=1, count=True)) if filtered else page
             pruned = missing_parents(self.store, page.items)
             items = [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in page.items]
