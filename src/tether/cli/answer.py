@@ -21,13 +21,14 @@ import click
 from rich.markup import escape
 
 from .._runner import question_changed
-from ..audit import answer_entry, answer_metadata, os_user
+from ..audit import answer_entry, answer_metadata, os_user, oversized_answer
 from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
 from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
+from ..serde import parse_json_text
 from ..store.base import Checkpointer, PendingInterrupt
 from . import _errors
 from ._app import app_option, open_app, open_store, store_options
@@ -38,7 +39,7 @@ def _parse_json(text: str | None, option: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_json_text(text)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(
             f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}",
@@ -190,6 +191,9 @@ def _answer(
     db_url: str,
     as_json: bool,
 ) -> int:
+    problem = oversized_answer(note, data)
+    if problem is not None:
+        raise _errors.CommandError(f"--{problem[0]}: {problem[1]}", _errors.BAD_INPUT)
     metadata = answer_metadata("cli", by or os_user(), note)
     verdict = "approved" if approved else "rejected"
     store = open_store(db_url, migrate=True)
