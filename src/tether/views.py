@@ -33,6 +33,7 @@ __all__ = [
     "runner_filter",
     "runner_label",
     "state_diff",
+    "status_filter",
     "timeline",
     "to_json",
     "when",
@@ -58,6 +59,25 @@ def runner_filter(text: str | None) -> str | None:
         return None
     kind, sep, name = text.strip().partition(":")
     return name if sep and kind in RUNNER_KINDS and name else text.strip()
+
+
+def status_filter(text: str | None) -> str | tuple[str, ...] | None:
+    """The statuses a filter names: one (``"paused"``) or several, comma-separated
+    (``"running,paused,queued"``, as a tuple); ``None`` or blank gives ``None``.
+
+    Raises:
+        ValueError: a name that is not a run status (the message lists those that are).
+    """
+    if text is None or not text.strip():
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in RUN_STATUSES]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown run status {', '.join(repr(n) for n in unknown) or repr(text)}; "
+            f"use one or more of {', '.join(RUN_STATUSES)}, comma-separated"
+        )
+    return names[0] if len(names) == 1 else names
 
 
 def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
@@ -91,6 +111,7 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "finished_at": run.finished_at,
+        "app_version": run.app_version,
         "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
         "stale": stale is not None,
         "stale_reason": None if stale is None else stale.reason,

@@ -173,3 +173,14 @@ def test_serve_on_every_interface_needs_the_names_it_answers_to(store, db_url):
     refused = tether_cli(db_url, "serve", "--host", "0.0.0.0", TETHER_UI_TOKEN=token)
     assert refused.returncode == 4
     assert "--allowed-host" in refused.stderr and "answers to no host name" in refused.stderr
+
+
+def test_a_worker_on_a_mistyped_store_stops_at_once_naming_it(tmp_path):
+    from tests.conftest import PG_DSN, require_postgres
+
+    missing = tether_cli(f"sqlite:///{tmp_path / 'typo.db'}", "worker", "--app", APP)
+    assert missing.returncode == 5 and "no database at" in missing.stderr
+    assert not (tmp_path / "typo.db").exists()
+    require_postgres()
+    typo = tether_cli(f"{PG_DSN}?schema=tethr_worker_typo", "worker", "--app", APP)
+    assert typo.returncode == 5 and "no tether store in schema 'tethr_worker_typo'" in typo.stderr

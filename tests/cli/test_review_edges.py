@@ -31,3 +31,20 @@ def test_approve_data_with_nan_is_bad_input_and_leaves_the_run_paused(store, db_
     proc = tether_cli(db_url, "approve", eid, "--data", '{"amount": NaN}')
     assert proc.returncode == 4 and "NaN is not a JSON number" in proc.stderr, proc.stderr
     assert store.get_pending_interrupt(eid).resume_value is None
+
+
+def test_serve_with_a_users_file_that_does_not_exist_refuses_to_start(store, db_url, tmp_path):
+    # A typo in --users would otherwise serve a page nobody can log in to.
+    missing = tmp_path / "userz.json"
+    proc = tether_cli(db_url, "serve", "--users", str(missing), "--port", "1", TETHER_UI_TOKEN="")
+    assert proc.returncode == 4, proc.stderr
+    assert str(missing) in proc.stderr and "tether users add" in proc.stderr
+    assert not missing.exists()
+
+
+def test_a_bare_path_as_db_names_the_url_to_write_and_creates_nothing(tmp_path):
+    for path in (str(tmp_path / "app.db"), "app.db"):
+        proc = tether_cli(path, "runs", "list")
+        assert proc.returncode == 4, proc.stderr
+        assert f"sqlite:///{path}" in proc.stderr and "is a path" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

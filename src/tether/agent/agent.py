@@ -3,11 +3,12 @@ checkpoints before every model call and every tool (docs/design.md §1-4, §8, �
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 
+from .._renames import check_renamed, current_name
 from .._timeouts import check_timeout
 from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
 from ..engine.nesting import check_agent, join_path
@@ -62,10 +63,14 @@ class Agent:
         model_timeout_seconds: the limit of each model call: past it the request is
             cancelled and the run fails with ``StepTimeoutError`` (resumable: a resume asks
             the model again). docs/design.md §12.
+        renamed: ``{old_tool_name: new_tool_name}`` for tools a deploy renamed: a call of the
+            old name (in a paused or crashed run's history, or from the model) runs the new
+            tool (docs/design.md §13, rule 5).
 
     Raises:
         ConfigurationError: an empty name, ``max_turns`` below 1, duplicate tool names, an
-            ``output_type`` that is not a pydantic model, or an ``llm`` without ``acomplete``.
+            ``output_type`` that is not a pydantic model, an ``llm`` without ``acomplete``,
+            or a bad rename map.
 
     Example::
 
@@ -88,6 +93,7 @@ class Agent:
         output_guardrail: OutputGuardrail | None = None,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
         model_timeout_seconds: float | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise ConfigurationError("an Agent needs a non-empty name without '/'")
@@ -107,6 +113,7 @@ class Agent:
             if t.name in self.tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {t.name!r}")
             self.tools[t.name] = t
+        self.renamed = check_renamed(renamed, f"agent {name!r}")
         self.system_prompt = system_prompt
         self._checkpointer = checkpointer
         self.max_turns = max_turns
@@ -119,6 +126,11 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"
+
+    def tool_named(self, name: str) -> Tool[Any, Any] | None:
+        """The tool a call of ``name`` runs: the tool of that name, or, for a name a deploy
+        renamed (``renamed=``), the tool it is now; ``None`` when the agent has neither."""
+        return self.tools.get(current_name(self.renamed, name))
 
     @property
     def checkpointer(self) -> Checkpointer:

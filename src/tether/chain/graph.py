@@ -4,10 +4,11 @@ cycles, that checkpoints after every node (docs/design.md §1, §3, §4, §9).""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._renames import check_renamed, current_name
 from .._timeouts import Deadline, bounded, check_timeout
 from ..checkpoint import RUN_END
 from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
@@ -91,6 +92,12 @@ class Chain:
         deadline_seconds: the run's deadline, counted from its creation: a node starting
             after it, or running past it, fails the run with ``RunDeadlineExceeded``
             (docs/design.md §12). ``None``: no deadline.
+        renamed: ``{old_node_id: new_node_id}`` for nodes a deploy renamed: a paused or
+            crashed run that continues at an old name continues at the new node
+            (docs/design.md §13, rule 5).
+
+    Raises:
+        ConfigurationError: an empty name, a bad deadline, or a bad rename map.
 
     Example::
 
@@ -110,10 +117,12 @@ class Chain:
         *,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
         deadline_seconds: float | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError("a Chain needs a non-empty name")
         self.name = name
+        self.renamed = check_renamed(renamed, f"chain {name!r}")
         self.deadline_seconds = check_timeout(deadline_seconds, f"chain {name!r}: deadline_seconds")
         self.timeouts: dict[str, float] = {}
         self._checkpointer = checkpointer
@@ -244,7 +253,7 @@ class Chain:
         node needs that node (the chain's own rows are checked by its executor)."""
         if reentry.is_own_row:
             return
-        node_id = reentry.frame("chain", self.name).get("node_id")
+        node_id = current_name(self.renamed, reentry.frame("chain", self.name).get("node_id"))
         node = self.runners.get(node_id) if isinstance(node_id, str) else None
         if node is None:
             raise missing(f"the agent node {node_id!r}", f"chain {self.name!r}")

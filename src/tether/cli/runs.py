@@ -86,6 +86,8 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         + (f"  [bold red]{escape(stale.describe())}[/]" if stale is not None else "")
     )
     out.print(f"created {when(run.created_at)}  updated {when(run.updated_at)}", style="dim")
+    if run.app_version is not None:
+        out.print(f"started by version {escape(run.app_version)}")
     if run.parent_execution_id:
         pruned = " (parent pruned)" if parent_pruned else ""
         out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}{pruned}")

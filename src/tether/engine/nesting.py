@@ -283,7 +283,7 @@ def check_agent(agent: Any, reentry: ReEntry, path: str, missing: Missing) -> No
         return
     node_input = reentry.node_input if isinstance(reentry.node_input, dict) else {}
     tool = node_input.get("name") or reentry.node_id.partition("/tool:")[2]
-    if tool not in agent.tools:
+    if agent.tool_named(tool) is None:
         known = ", ".join(sorted(agent.tools)) or "none"
         raise missing(f"tool {tool!r}", f"agent {agent.name!r}", f" its tools: {known}")
 
