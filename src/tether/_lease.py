@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
@@ -374,7 +374,8 @@ async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
             run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
         )
         return run
-    return await store.acreate_run(run, lease_seconds=lease.lease_seconds)
+    # A lease is only ever taken on a store with the capability (see acquire_lease).
+    return await cast(LeaseStore, store).acreate_run(run, lease_seconds=lease.lease_seconds)
 
 
 async def acreate_branch_run(

@@ -30,19 +30,14 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..checkpoint import Checkpoint
-from ..errors import (
-    ConcurrentWriteError,
-    ConfigurationError,
-    SchemaVersionError,
-    SerializationError,
-    TetherError,
-)
+from ..errors import ConfigurationError, SerializationError, TetherError
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
 from ._leases import Fences, creation_lease_seconds
+from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
-from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
+from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
@@ -225,7 +220,31 @@ SELECT_IDEMPOTENT_ALL: Final = (
     "SELECT key, value FROM idempotency_cache WHERE execution_id = ? ORDER BY created_at"
 )
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?"
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ? "
+    "ORDER BY finished_at"
+)
+# Prune works on the whole set at once: each statement names the runs by the same cutoff, and
+# the write lock held from the first to the last keeps that set fixed in between.
+_PRUNABLE_IDS: Final = (
+    "(SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?)"
+)
+COUNT_CHECKPOINTS_PRUNABLE: Final = (
+    f"SELECT count(*) FROM checkpoints WHERE execution_id IN {_PRUNABLE_IDS}"
+)
+COUNT_IDEMPOTENT_PRUNABLE: Final = (
+    f"SELECT count(*) FROM idempotency_cache WHERE execution_id IN {_PRUNABLE_IDS}"
+)
+DELETE_CHECKPOINTS_PRUNABLE: Final = (
+    f"DELETE FROM checkpoints WHERE execution_id IN {_PRUNABLE_IDS}"
+)
+DELETE_IDEMPOTENT_PRUNABLE: Final = (
+    f"DELETE FROM idempotency_cache WHERE execution_id IN {_PRUNABLE_IDS}"
+)
+DELETE_PENDING_PRUNABLE: Final = (
+    f"DELETE FROM pending_interrupts WHERE execution_id IN {_PRUNABLE_IDS}"
+)
+DELETE_RUNS_PRUNABLE: Final = (
+    "DELETE FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?"
 )
 
 
@@ -414,12 +433,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             if found > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.path!r} holds tether schema version {found}, newer than the "
-                    f"{SCHEMA_VERSION} this tether supports; upgrade tether to open it",
-                    found=found,
-                    supported=SCHEMA_VERSION,
-                )
+                raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[version]:
                     conn.execute(statement)
@@ -478,15 +492,14 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             except sqlite3.IntegrityError as exc:
                 if sqlite_constraint(exc) != _RUN_KEY:
                     raise  # a constraint of the operator's: rejected, by the rule
-                raise ConfigurationError(
-                    f"a run with execution_id {run.execution_id!r} already exists; resume or "
-                    "fork it instead",
-                    execution_id=run.execution_id,
-                ) from exc
+                raise run_exists(run.execution_id) from exc
         self._heads.reset(run.execution_id, _codec.empty_head())
         run.created_at = run.updated_at = _codec.ts_to_dt(now)
         run.lease_expires_at = _codec.ts_to_dt(expires)
         return run
+
+    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        return self.create_run(run, lease_seconds=lease_seconds)
 
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
@@ -509,7 +522,9 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         with self._read() as conn:
             return [_codec.run_from_row(r) for r in conn.execute(sql, args).fetchall()]
 
-    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+    def set_run_status(
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
+    ) -> None:
         now = _now()
         with self._write() as conn:
             conn.execute(UPDATE_RUN_STATUS, (status, error, now, status, now, execution_id))
@@ -551,11 +566,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             if sqlite_constraint(exc) != _STEP_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
             self._heads.drop(cp.execution_id)
-            raise ConcurrentWriteError(
-                f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
-                execution_id=cp.execution_id,
-                node_id=cp.node_id,
-            ) from exc
+            raise step_taken(cp) from exc
         return new_head
 
     def _drop_head(self, execution_id: str) -> None:
@@ -564,17 +575,13 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
     def _release(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
         if conn.execute(DELETE_PENDING_OF, (execution_id, owner)).rowcount != 1:
             self._heads.drop(execution_id)
-            raise ConcurrentWriteError(
-                f"the claim on run {execution_id!r}'s interrupt was taken over by another "
-                "resumer; this process must stop",
-                execution_id=execution_id,
-            )
+            raise claim_taken_over(execution_id)
 
     def put(
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
@@ -611,6 +618,25 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     self._give_back(conn, checkpoint.execution_id, release_lease_of)
         self._heads.set(checkpoint.execution_id, head)
         return checkpoint
+
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: RunStatus | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        force_full: bool = False,
+        release_lease_of: str | None = None,
+    ) -> Checkpoint:
+        return self.put(
+            checkpoint,
+            run_status=run_status,
+            error=error,
+            release_claim_of=release_claim_of,
+            force_full=force_full,
+            release_lease_of=release_lease_of,
+        )
 
     def record_interrupt(
         self,
@@ -653,6 +679,17 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             context=checkpoint.interrupt_context,
             agent_path=checkpoint.agent_path,
             created_at=_codec.ts_to_dt(now),
+        )
+
+    async def arecord_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> PendingInterrupt:
+        return self.record_interrupt(
+            checkpoint, release_claim_of=release_claim_of, release_lease_of=release_lease_of
         )
 
     def _with_raw_state(
@@ -840,30 +877,20 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         Returns:
             Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
         """
-        cutoff = _codec.prune_cutoff(older_than, _now())
-        result = PruneResult()
+        cutoff = (_codec.prune_cutoff(older_than, _now()),)
         with self._write() as conn:
-            ids = [r[0] for r in conn.execute(SELECT_PRUNABLE, (cutoff,)).fetchall()]
-            for eid in ids:
-                run = conn.execute("SELECT status FROM runs WHERE execution_id = ?", (eid,))
-                status = run.fetchone()[0]
-                if status not in FINISHED_STATUSES:  # pragma: no cover - guarded by the query
-                    continue
-                n_cp = conn.execute(
-                    "SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?", (eid,)
-                ).fetchone()[0]
-                n_id = conn.execute(
-                    "SELECT COUNT(*) FROM idempotency_cache WHERE execution_id = ?", (eid,)
-                ).fetchone()[0]
-                if not dry_run:
-                    conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
-                    conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
-                    conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
-                    conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
-                result.runs += 1
-                result.checkpoints += n_cp
-                result.idempotency += n_id
-                result.execution_ids.append(eid)
+            ids = [eid for (eid,) in conn.execute(SELECT_PRUNABLE, cutoff).fetchall()]
+            result = PruneResult(runs=len(ids), execution_ids=ids)
+            if not ids:
+                return result
+            if dry_run:
+                result.checkpoints = conn.execute(COUNT_CHECKPOINTS_PRUNABLE, cutoff).fetchone()[0]
+                result.idempotency = conn.execute(COUNT_IDEMPOTENT_PRUNABLE, cutoff).fetchone()[0]
+                return result
+            result.checkpoints = conn.execute(DELETE_CHECKPOINTS_PRUNABLE, cutoff).rowcount
+            result.idempotency = conn.execute(DELETE_IDEMPOTENT_PRUNABLE, cutoff).rowcount
+            conn.execute(DELETE_PENDING_PRUNABLE, cutoff)
+            conn.execute(DELETE_RUNS_PRUNABLE, cutoff)
         if not dry_run:
             for eid in result.execution_ids:
                 self._heads.drop(eid)
