@@ -13,9 +13,10 @@ from typing import Final
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
 from ._postgres_audit import AUDITED, MIGRATION_V6
+from ._postgres_control import MIGRATION_V7
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -92,6 +93,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     5: POSTGRES_MIGRATION_V5,
     # v6: the audit trail (see _postgres_audit).
     6: MIGRATION_V6,
+    # v7: approval deadlines (see _postgres_control).
+    7: MIGRATION_V7,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -188,7 +191,8 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
+    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL, "
+    "now() + %s::float8 * interval '1 second') RETURNING created_at"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"

@@ -44,14 +44,14 @@ from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
-from ._sqlite_control import SQLiteControl
+from ._sqlite_control import MIGRATION_V7, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -141,6 +141,8 @@ MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
 # v6: the audit trail (see _sqlite_audit).
 MIGRATIONS[6] = MIGRATION_V6
+# v7: approval deadlines (see _sqlite_control).
+MIGRATIONS[7] = MIGRATION_V7
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -185,7 +187,7 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?)"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM pending_interrupts WHERE execution_id = ? AND claimed_by = ?"
@@ -630,6 +632,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
         release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
+        due = _codec.pending_due_seconds(checkpoint)
         with self._write() as conn:
             if release_claim_of is not None:
                 self._release(conn, checkpoint.execution_id, release_claim_of)
@@ -647,6 +650,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
                     checkpoint.interrupt_reason or "",
                     pending_context,
                     now,
+                    None if due is None else now + due,
                 ),
             )
             conn.execute(
@@ -663,6 +667,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             context=checkpoint.interrupt_context,
             agent_path=checkpoint.agent_path,
             created_at=_codec.ts_to_dt(now),
+            due_at=None if due is None else _codec.ts_to_dt(now + due),
         )
 
     def _with_raw_state(
