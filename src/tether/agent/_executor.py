@@ -438,7 +438,7 @@ class _Loop:
         return dict(call.arguments)
 
     async def _invoke(self, call: ToolCall) -> str | EndLoop:
-        tool = self.agent.tools.get(call.name)
+        tool = self.agent.tool_named(call.name)
         if tool is None:
             known = ", ".join(sorted(self.agent.tools)) or "none"
             return f"Error: there is no tool named {call.name!r}. Available tools: {known}."

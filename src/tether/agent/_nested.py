@@ -299,7 +299,7 @@ def _check_agent(agent: Agent, reentry: ReEntry, path: str, missing: Any) -> Non
         return
     node_input = reentry.node_input if isinstance(reentry.node_input, dict) else {}
     tool = node_input.get("name") or reentry.node_id.partition("/tool:")[2]
-    if tool not in agent.tools:
+    if agent.tool_named(tool) is None:
         known = ", ".join(sorted(agent.tools)) or "none"
         raise missing(f"tool {tool!r}", f"agent {agent.name!r}", f" its tools: {known}")
 

@@ -3,11 +3,12 @@ checkpoints before every model call and every tool (docs/design.md §1-4, §8, �
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
 
+from .._renames import check_renames
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
 from .._timeouts import check_timeout
 from ..errors import ConfigurationError
@@ -54,6 +55,9 @@ class Agent:
             parsed model with ``output_type``, else the text); raising fails the run.
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat.
+        renamed_tools: ``{"old_name": "new_name"}`` for tools a deploy renamed: a paused
+            or crashed run whose rows name the old tool continues with the new one
+            (docs/design.md §12, "Deploys").
         model_timeout_seconds: the limit of each model call: past it the request is
             cancelled and the run fails with ``StepTimeoutError`` (resumable: a resume asks
             the model again). docs/design.md §12.
@@ -83,6 +87,7 @@ class Agent:
         output_guardrail: OutputGuardrail | None = None,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
         model_timeout_seconds: float | None = None,
+        renamed_tools: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise ConfigurationError("an Agent needs a non-empty name without '/'")
@@ -111,6 +116,15 @@ class Agent:
         self.model_timeout_seconds = check_timeout(
             model_timeout_seconds, f"agent {name!r}: model_timeout_seconds"
         )
+        self.renamed_tools = check_renames(renamed_tools, self.tools, f"agent {name!r}", "tool")
+
+    def tool_named(self, name: str) -> Tool[Any, Any] | None:
+        """The tool a stored call names: by its name, or by the name it was renamed to
+        (``renamed_tools``); ``None`` when this agent has neither."""
+        found = self.tools.get(name)
+        if found is None and name in self.renamed_tools:
+            found = self.tools.get(self.renamed_tools[name])
+        return found
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"

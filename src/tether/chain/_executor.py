@@ -145,7 +145,9 @@ async def resume(
 
 def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
     """Refuse, before anything is claimed or written, a run that continues at a node this
-    chain no longer has (the graph changed between run and resume)."""
+    chain no longer has (the graph changed between run and resume; a renamed node counts as
+    had: ``Chain(renamed=)``)."""
+    node_id = chain.current_id(node_id)
     if node_id is not None and node_id not in chain.nodes:
         raise MissingStepError(
             f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
@@ -253,6 +255,9 @@ async def _fork_in_runner(
 async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> ChainResult:
     """Run from ``cur`` until the chain ends, pauses or fails."""
     store = _trace.stamping(store)
+    # Rows written before a deploy that renamed nodes name them by their old ids.
+    cur.node_id = chain.current_id(cur.node_id)
+    cur.counters = chain.current_counters(cur.counters)
     ctx = RunContext(eid, store, chain.name)
     state = cur.state
     counters = cur.counters
