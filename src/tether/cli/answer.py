@@ -28,6 +28,7 @@ from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
+from ..serde import parse_json_text
 from ..store.base import Checkpointer, PendingInterrupt
 from . import _errors
 from ._app import app_option, open_app, open_store, store_options
@@ -38,7 +39,7 @@ def _parse_json(text: str | None, option: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_json_text(text)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(
             f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}",

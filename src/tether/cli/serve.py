@@ -89,6 +89,22 @@ def serve(
             "on a loopback host",
             _errors.BAD_INPUT,
         )
+    if users_path and not no_auth and not os.path.exists(users_path):
+        # The server re-reads the file when it appears, but a typo in the path would otherwise
+        # start a server nobody can log in to, with nothing said.
+        missing = (
+            f"the users file {users_path!r} does not exist; create it with "
+            f"`tether users add NAME --file {users_path}`"
+        )
+        if not token:
+            raise _errors.CommandError(
+                f"{missing}: until then nobody could log in", _errors.BAD_INPUT
+            )
+        err.print(
+            f"tether: warning: {missing}; until then only {TOKEN_ENV} logs in",
+            markup=False,
+            highlight=False,
+        )
     store = open_store(db_url, migrate=True)
     registry = open_app(app_spec, db_url) if app_spec else None
     hosts = allowed_hosts_for(host, allowed_host)

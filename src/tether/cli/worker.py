@@ -73,8 +73,9 @@ def worker(
         if not sep or not name or not n.isdigit():
             raise _errors.CommandError(f"--limit takes NAME=N, got {item!r}", _errors.BAD_INPUT)
         per_runner[name] = int(n)
-    registry = open_app(app_spec, db_url)
+    # The store first: an app that opens tether.connect() on import would create a mistyped one.
     store = open_store(db_url, migrate=True)
+    registry = open_app(app_spec, db_url)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

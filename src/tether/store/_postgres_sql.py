@@ -12,11 +12,12 @@ from typing import Final
 
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
-from ._postgres_control import MIGRATION_V7
+from ._postgres_control import MIGRATION_V8
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -93,8 +94,10 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     5: POSTGRES_MIGRATION_V5,
     # v6: the audit trail (see _postgres_audit).
     6: MIGRATION_V6,
-    # v7: approval deadlines (see _postgres_control).
-    7: MIGRATION_V7,
+    # v7: the runs listing's keyset order (see _listing).
+    7: (RUNS_ORDER_INDEX,),
+    # v8: approval deadlines (see _postgres_control).
+    8: MIGRATION_V8,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.

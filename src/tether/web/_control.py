@@ -16,10 +16,12 @@ from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
 from ..errors import RunNotFoundError, RunStatusChangedError
-from ._paths import run_url
+from ..serde import parse_json_text
+from ._http import capped_body, json_response, to_run_page
 from ._service import ActionError, Service
 
 if TYPE_CHECKING:
+    from ._api import Api
     from ._app import _Web
 
 __all__ = ["api_cancel", "api_delete", "cancel_form", "delete_form"]
@@ -108,9 +110,7 @@ async def cancel_form(web: _Web, request: Request) -> Response:
         return await web.render_run(
             request, session, execution_id, error=exc.message, status_code=exc.status_code
         )
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{joiner}notice=cancelled", status_code=303)
+    return to_run_page(execution_id, "cancelled")
 
 
 async def delete_form(web: _Web, request: Request) -> Response:
@@ -133,56 +133,50 @@ async def delete_form(web: _Web, request: Request) -> Response:
 async def _json_body(request: Request, capped: Any) -> dict[str, Any] | Response:
     """The JSON object body (``{}`` when empty), or the response refusing it. JSON only: a
     cross-site form can post urlencoded bodies but never JSON without a CORS preflight."""
-    from ._app import _json
-
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return _json({"error": "send the body as application/json"}, 415)
+        return json_response({"error": "send the body as application/json"}, 415)
     try:
-        body = json.loads(await capped(request) or b"{}")
+        body = parse_json_text(await capped(request) or b"{}")
     except ActionError as exc:
-        return _json({"error": exc.message}, exc.status_code)
+        return json_response({"error": exc.message}, exc.status_code)
     except json.JSONDecodeError as exc:
-        return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
+        return json_response({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
     if not isinstance(body, dict):
-        return _json({"error": "the body is a JSON object"}, 400)
+        return json_response({"error": "the body is a JSON object"}, 400)
     return body
 
 
-async def api_cancel(web: _Web, request: Request) -> Response:
+async def api_cancel(api: Api, request: Request) -> Response:
     """``POST /api/runs/{id}/cancel`` with ``{"reason": str?, "by": str?}``."""
-    from ._app import _capped_body, _json
-
-    denied, user = await web._api_user(request)
+    denied, user = await api.user(request)
     if denied is not None:
         return denied
-    body = await _json_body(request, _capped_body)
+    body = await _json_body(request, capped_body)
     if isinstance(body, Response):
         return body
     reason, by = body.get("reason"), body.get("by")
     if not isinstance(reason, str | None) or not isinstance(by, str | None):
-        return _json({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
+        return json_response({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
     try:
         eid = request.path_params["execution_id"]
-        return _json(await cancel_run(web.service, eid, reason, user or by, "api"))
+        return json_response(await cancel_run(api.service, eid, reason, user or by, "api"))
     except ActionError as exc:
-        return _json({"error": exc.message}, exc.status_code)
+        return json_response({"error": exc.message}, exc.status_code)
 
 
-async def api_delete(web: _Web, request: Request) -> Response:
+async def api_delete(api: Api, request: Request) -> Response:
     """``POST /api/runs/{id}/delete`` with ``{"confirm": bool?}``."""
-    from ._app import _capped_body, _json
-
-    denied, _ = await web._api_user(request)
+    denied, _ = await api.user(request)
     if denied is not None:
         return denied
-    body = await _json_body(request, _capped_body)
+    body = await _json_body(request, capped_body)
     if isinstance(body, Response):
         return body
     confirm = body.get("confirm", False)
     if not isinstance(confirm, bool):
-        return _json({"error": 'the body is {"confirm": bool?}'}, 400)
+        return json_response({"error": 'the body is {"confirm": bool?}'}, 400)
     try:
         eid = request.path_params["execution_id"]
-        return _json(await delete_run(web.service, eid, confirmed=confirm))
+        return json_response(await delete_run(api.service, eid, confirmed=confirm))
     except ActionError as exc:
-        return _json({"error": exc.message}, exc.status_code)
+        return json_response({"error": exc.message}, exc.status_code)
