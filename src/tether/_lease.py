@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _app_version
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
 from .control import cancelled_error, leases_lost, stopping_on_cancel
@@ -83,6 +84,9 @@ class Lease:
 
 
 _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
+# The version of the code starting a run (start, fork): the starting runner's, set by
+# leased_start / leased_fork and recorded by acreate_run (docs/design.md §13).
+_starting_version: ContextVar[str | None] = ContextVar("tether_app_version", default=None)
 
 
 def current() -> Lease | None:
@@ -371,14 +375,21 @@ async def give_back_after_raise(
 
 async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
     """Create the run owned by the current lease, leased for its period from the creating
-    commit, or start the queued run a worker claimed (leased by the claim)."""
+    commit, or start the queued run a worker claimed (leased by the claim). The run records
+    the version of the code starting it, unless it names one already."""
+    if run.app_version is None:
+        run.app_version = _starting_version.get() or _app_version.from_env()
     lease = _current.get()
     if lease is None or lease.execution_id != run.execution_id:
         return await store.acreate_run(run)
     run.owner = lease.owner
     if lease.queued and isinstance(store, LeaseStore):
         started = await store.astart_queued_run(
-            run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
+            run.execution_id,
+            owner=lease.owner,
+            runner_kind=run.runner_kind,
+            input=run.input,
+            app_version=run.app_version,
         )
         if not started:
             row = await store.aget_run(run.execution_id)
@@ -418,8 +429,9 @@ def leased_start(
     async def start(runner: Any, input: Any, execution_id: str | None) -> T:
         eid = execution_id or new_id()
         store = runner.checkpointer
-        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-            return await fn(runner, input, eid)
+        with _starting(runner):
+            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+                return await fn(runner, input, eid)
 
     return start
 
@@ -446,7 +458,18 @@ def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def fork(runner: Any, *args: Any) -> T:
         eid = args[-1] or new_id()
         store = runner.checkpointer
-        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-            return await fn(runner, *args[:-1], eid)
+        with _starting(runner):
+            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+                return await fn(runner, *args[:-1], eid)
 
     return fork
+
+
+@contextlib.contextmanager
+def _starting(runner: Any) -> Iterator[None]:
+    """Record ``runner``'s version on the run created inside (see :func:`acreate_run`)."""
+    token = _starting_version.set(_app_version.of_runner(runner))
+    try:
+        yield
+    finally:
+        _starting_version.reset(token)

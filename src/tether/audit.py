@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import getpass
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +31,29 @@ VIAS: Final = ("cli", "web", "api", "code", "worker")
 """The surfaces an action can come through: the ``tether`` CLI, the web page's forms, the
 web server's JSON API, a caller in code (``resume(..., Resume(...))``), a worker acting on
 its own (an approval deadline)."""
+
+NOTE_MAX_CHARS: Final = 2000
+"""The longest note an answer keeps in the audit trail, in characters (every surface)."""
+DATA_MAX_BYTES: Final = 64 * 1024
+"""The largest ``Resume.data`` an answer from the CLI, the page or the API may carry, in bytes
+of compact JSON."""
+
+
+def oversized_answer(note: str | None, data: Any) -> tuple[str, str] | None:
+    """What makes an answer too large to record, or ``None``.
+
+    Returns:
+        ``("note", message)`` for a note over :data:`NOTE_MAX_CHARS`, ``("data", message)`` for
+        data over :data:`DATA_MAX_BYTES` as compact JSON (``default=str`` for values JSON lacks).
+    """
+    if note is not None and len(note) > NOTE_MAX_CHARS:
+        return "note", f"the note is {len(note)} characters; at most {NOTE_MAX_CHARS}"
+    if data is not None:
+        size = len(json.dumps(data, separators=(",", ":"), default=str).encode())
+        if size > DATA_MAX_BYTES:
+            return "data", f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
+    return None
+
 
 ANSWERED_BY: Final = "answered_by"
 VIA: Final = "via"

@@ -111,3 +111,21 @@ def test_tether_audit_exports_every_runs_entries_since_a_time(store, db_url):
     bad = tether_cli(db_url, "audit", "--since", "last tuesday")
     assert bad.returncode == 4
     assert "--since 'last tuesday' is neither an age" in bad.stderr
+
+
+def test_approve_refuses_a_note_or_data_too_large_to_record_and_leaves_the_question_pending(
+    store, db_url
+):
+    from tether.audit import DATA_MAX_BYTES, NOTE_MAX_CHARS
+
+    eid = paused_run(store)
+    long_note = tether_cli(db_url, "approve", eid, "--note", "n" * (NOTE_MAX_CHARS + 1))
+    assert long_note.returncode != 0
+    assert f"--note: the note is {NOTE_MAX_CHARS + 1} characters" in long_note.stderr
+    big_data = tether_cli(db_url, "approve", eid, "--data", '"' + "d" * DATA_MAX_BYTES + '"')
+    assert big_data.returncode != 0
+    assert "--data: the data is" in big_data.stderr
+
+    assert store.get_pending_interrupt(eid) is not None
+    shown = as_json(tether_cli(db_url, "runs", "show", eid, "--json"))
+    assert shown["audit"] == []

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.support.chains import orders_chain
 from tests.support.proc import ROOT
 from tests.web.conftest import paused_run, start_server, stop_server
@@ -32,7 +30,6 @@ def _shoot(page, name: str, selector: str | None = None) -> None:
         page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
-@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_named_user_approves_inspects_a_checkpoint_and_reads_an_agents_conversation(
     chromium,  # noqa: F811 - the fixture
     store,

@@ -43,3 +43,11 @@ def test_form_data_with_infinity_is_400_and_keeps_what_was_typed(client, store):
     )
     assert bad.status_code == 400 and "Infinity is not a JSON number" in bad.text
     assert store.get_pending_interrupt(eid).resume_value is None
+
+
+def test_inbox_waiting_filter_too_long_for_a_date_is_400_not_500(client, store):
+    paused_run(store)
+    for path in ("/api/pending?waiting=999999d", "/api/pending?waiting=99999999999d"):
+        refused = client.get(path, headers=bearer())
+        assert refused.status_code == 400 and "at most 36500d" in refused.json()["error"]
+    assert len(client.get("/api/pending?waiting=36500d", headers=bearer()).json()) == 0

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context import _agent_path, current_agent_path
+from .._renames import current_name
 from ..errors import AlreadyResumed, ChainResumeError, MissingStepError
 from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
@@ -283,7 +284,7 @@ def check_reentry(
         _check_agent(worker.agent, reentry.deeper(), join_path(path, f"worker:{role}"), missing)
     elif isinstance(runner, Chain) and not reentry.is_own_row:
         # A chain's own rows are checked by its executor (``_check_graph``).
-        node_id = reentry.frame("chain", runner.name).get("node_id")
+        node_id = current_name(runner.renamed, reentry.frame("chain", runner.name).get("node_id"))
         node = runner.runners.get(node_id) if isinstance(node_id, str) else None
         if node is None:
             raise missing(f"the agent node {node_id!r}", f"chain {runner.name!r}")

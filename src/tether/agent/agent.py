@@ -8,7 +8,7 @@ from typing import Any
 
 import pydantic
 
-from .._renames import check_renames
+from .._renames import check_renamed, current_name
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
 from .._timeouts import check_timeout
 from ..errors import ConfigurationError
@@ -55,16 +55,17 @@ class Agent:
             parsed model with ``output_type``, else the text); raising fails the run.
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat.
-        renamed_tools: ``{"old_name": "new_name"}`` for tools a deploy renamed: a paused
-            or crashed run whose rows name the old tool continues with the new one
-            (docs/design.md §12, "Deploys").
         model_timeout_seconds: the limit of each model call: past it the request is
             cancelled and the run fails with ``StepTimeoutError`` (resumable: a resume asks
             the model again). docs/design.md §12.
+        renamed: ``{old_tool_name: new_tool_name}`` for tools a deploy renamed: a call of the
+            old name (in a paused or crashed run's history, or from the model) runs the new
+            tool (docs/design.md §13, rule 5).
 
     Raises:
         ConfigurationError: an empty name, ``max_turns`` below 1, duplicate tool names, an
-            ``output_type`` that is not a pydantic model, or an ``llm`` without ``acomplete``.
+            ``output_type`` that is not a pydantic model, an ``llm`` without ``acomplete``,
+            or a bad rename map.
 
     Example::
 
@@ -87,7 +88,7 @@ class Agent:
         output_guardrail: OutputGuardrail | None = None,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
         model_timeout_seconds: float | None = None,
-        renamed_tools: Mapping[str, str] | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise ConfigurationError("an Agent needs a non-empty name without '/'")
@@ -107,6 +108,7 @@ class Agent:
             if t.name in self.tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {t.name!r}")
             self.tools[t.name] = t
+        self.renamed = check_renamed(renamed, f"agent {name!r}")
         self.system_prompt = system_prompt
         self._checkpointer = checkpointer
         self.max_turns = max_turns
@@ -116,18 +118,14 @@ class Agent:
         self.model_timeout_seconds = check_timeout(
             model_timeout_seconds, f"agent {name!r}: model_timeout_seconds"
         )
-        self.renamed_tools = check_renames(renamed_tools, self.tools, f"agent {name!r}", "tool")
-
-    def tool_named(self, name: str) -> Tool[Any, Any] | None:
-        """The tool a stored call names: by its name, or by the name it was renamed to
-        (``renamed_tools``); ``None`` when this agent has neither."""
-        found = self.tools.get(name)
-        if found is None and name in self.renamed_tools:
-            found = self.tools.get(self.renamed_tools[name])
-        return found
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"
+
+    def tool_named(self, name: str) -> Tool[Any, Any] | None:
+        """The tool a call of ``name`` runs: the tool of that name, or, for a name a deploy
+        renamed (``renamed=``), the tool it is now; ``None`` when the agent has neither."""
+        return self.tools.get(current_name(self.renamed, name))
 
     @property
     def checkpointer(self) -> Checkpointer:

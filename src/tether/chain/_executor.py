@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
+from .._renames import current_name
 from .._runner import (
     afork_checkpoint,
     alatest_resumable,
@@ -113,7 +114,9 @@ async def resume(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
         )
         frame = reentry.frame("chain", chain.name)
-        cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+        cursor = _Cursor(
+            _now(chain, frame["node_id"]), frame["state"], _counters(chain, frame["counters"])
+        )
         cursor.reentry = reentry.deeper()
         return await _drive(chain, store, execution_id, cursor)
     if cp is None:
@@ -125,11 +128,13 @@ async def resume(
         # Crashed before its first node committed: start over from the recorded input.
         await _lease.mark_running(store, execution_id, run.status)
         return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
-    _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
+    at = _now(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id)
+    _check_graph(chain, at, cp)
+    counters = _counters(chain, cp.iteration_counters)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=chain.claim_lease_seconds)
         fault("chain.after_claim")
-        cursor = _Cursor(cp.node_id, cp.state_snapshot, dict(cp.iteration_counters), answers, owner)
+        cursor = _Cursor(at, cp.state_snapshot, counters, answers, owner)
         return await _drive(chain, store, execution_id, cursor)
     if value is not None:
         raise AlreadyResumed(
@@ -139,19 +144,37 @@ async def resume(
             node_id=cp.node_id,
         )
     await _lease.mark_running(store, execution_id, run.status)
-    cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
+    cursor = _Cursor(at, cp.state_snapshot, counters)
     return await _drive(chain, store, execution_id, cursor)
+
+
+def _now(chain: Chain, node_id: Any) -> Any:
+    """The node a stored ``node_id`` is now (``Chain(renamed=...)``, docs/design.md §13)."""
+    return current_name(chain.renamed, node_id)
+
+
+def _counters(chain: Chain, counters: dict[str, int]) -> dict[str, int]:
+    """Stored loop counters (keyed ``source->target``) under the nodes' current names."""
+    if not chain.renamed:
+        return dict(counters)
+    out: dict[str, int] = {}
+    for key, n in counters.items():
+        source, sep, target = key.partition("->")
+        out[f"{_now(chain, source)}->{_now(chain, target)}" if sep else key] = n
+    return out
 
 
 def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
     """Refuse, before anything is claimed or written, a run that continues at a node this
-    chain no longer has (the graph changed between run and resume; a renamed node counts as
-    had: ``Chain(renamed=)``)."""
-    node_id = chain.current_id(node_id)
+    chain no longer has (the graph changed between run and resume); ``node_id`` is already
+    mapped through the chain's rename map."""
     if node_id is not None and node_id not in chain.nodes:
+        stored = cp.node_id if cp.status == "interrupted" else cp.next_node_id
+        via = f" (stored as {stored!r}, renamed)" if stored != node_id else ""
         raise MissingStepError(
-            f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
-            f"{chain.name!r} does not have (was the graph changed?); nothing was claimed",
+            f"run {cp.execution_id!r} continues at node {node_id!r}{via}, which chain "
+            f"{chain.name!r} does not have (was the graph changed? a node renamed by a deploy "
+            "is mapped with Chain(..., renamed={old: new})); nothing was claimed",
             missing=f"node {node_id!r}",
             execution_id=cp.execution_id,
             node_id=node_id,
@@ -181,7 +204,7 @@ async def fork(
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
     interrupted = src.status == "interrupted"
-    next_node = src.node_id if interrupted else src.next_node_id
+    next_node = _now(chain, src.node_id if interrupted else src.next_node_id)
     _check_graph(chain, next_node, src)
     answers: list[Answer] = []
     if interrupted:
@@ -195,7 +218,7 @@ async def fork(
             execution_id=execution_id,
         )
     eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
-    counters = dict(src.iteration_counters)
+    counters = _counters(chain, src.iteration_counters)
     await store.aput(
         Checkpoint(
             execution_id=eid,
@@ -246,7 +269,9 @@ async def _fork_in_runner(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
-    cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+    cursor = _Cursor(
+        _now(chain, frame["node_id"]), frame["state"], _counters(chain, frame["counters"])
+    )
     cursor.reentry = reentry.deeper()
     await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, cursor)
@@ -255,9 +280,6 @@ async def _fork_in_runner(
 async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> ChainResult:
     """Run from ``cur`` until the chain ends, pauses or fails."""
     store = _trace.stamping(store)
-    # Rows written before a deploy that renamed nodes name them by their old ids.
-    cur.node_id = chain.current_id(cur.node_id)
-    cur.counters = chain.current_counters(cur.counters)
     ctx = RunContext(eid, store, chain.name)
     state = cur.state
     counters = cur.counters

@@ -4,11 +4,11 @@ cycles, that checkpoints after every node (docs/design.md §1, §3, §4, §9).""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._renames import check_renames
+from .._renames import check_renamed
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
 from .._timeouts import Deadline, bounded, check_timeout
 from ..errors import ConfigurationError, UnreachableNodesError
@@ -84,12 +84,15 @@ class Chain:
             (``TETHER_DATABASE_URL``, else SQLite ``./tether.db``).
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat; after it lapses the run is resumable again with the answer given.
-        renamed: ``{"old_id": "new_id"}`` for nodes a deploy renamed: a paused or crashed
-            run whose rows name the old node continues at the new one (docs/design.md §12,
-            "Deploys").
         deadline_seconds: the run's deadline, counted from its creation: a node starting
             after it, or running past it, fails the run with ``RunDeadlineExceeded``
             (docs/design.md §12). ``None``: no deadline.
+        renamed: ``{old_node_id: new_node_id}`` for nodes a deploy renamed: a paused or
+            crashed run that continues at an old name continues at the new node
+            (docs/design.md §13, rule 5).
+
+    Raises:
+        ConfigurationError: an empty name, a bad deadline, or a bad rename map.
 
     Example::
 
@@ -109,14 +112,14 @@ class Chain:
         *,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
         deadline_seconds: float | None = None,
-        renamed: dict[str, str] | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError("a Chain needs a non-empty name")
         self.name = name
+        self.renamed = check_renamed(renamed, f"chain {name!r}")
         self.deadline_seconds = check_timeout(deadline_seconds, f"chain {name!r}: deadline_seconds")
         self.timeouts: dict[str, float] = {}
-        self.renamed = check_renames(renamed, (), f"chain {name!r}", "node")
         self._checkpointer = checkpointer
         self.claim_lease_seconds = claim_lease_seconds
         self.nodes: dict[str, NodeFn] = {}
@@ -178,10 +181,6 @@ class Chain:
             raise ConfigurationError(f"node id {node_id!r}: the 'turn:' prefix is for agents")
         if node_id in self.nodes:
             raise ConfigurationError(f"node {node_id!r} already exists in chain {self.name!r}")
-        if node_id in self.renamed:
-            raise ConfigurationError(
-                f"chain {self.name!r}: node {node_id!r} is renamed (renamed=) but added again"
-            )
         if getattr(fn, "kind", None) in RUNNER_KINDS and hasattr(fn, "name"):
             self.runners[node_id] = RunnerNode(fn, input_key, output_key or node_id)
             fn = _runner_placeholder
@@ -227,22 +226,6 @@ class Chain:
         self.edges[source].append(Edge(source, target, condition, max_iterations))
         self._edge_count += 1
         return self
-
-    def current_id(self, node_id: str | None) -> str | None:
-        """The node a stored node id means now: itself, or what ``renamed`` maps it to."""
-        if node_id is None or node_id in self.nodes:
-            return node_id
-        return self.renamed.get(node_id, node_id)
-
-    def current_counters(self, counters: dict[str, int]) -> dict[str, int]:
-        """Stored cycle counters (``"src->dst"``) under the nodes' current ids."""
-        if not self.renamed:
-            return counters
-        out: dict[str, int] = {}
-        for edge, n in counters.items():
-            src, _, dst = edge.partition("->")
-            out[f"{self.current_id(src)}->{self.current_id(dst)}"] = n
-        return out
 
     def node_index(self, node_id: str) -> int:
         return self._order.get(node_id, -1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..store.base import RunRecord
 
-__all__ = ["RUNNER_KINDS", "RUN_STATUSES", "runner_filter", "runner_label"]
+__all__ = ["RUNNER_KINDS", "RUN_STATUSES", "runner_filter", "runner_label", "status_filter"]
 
 RUN_STATUSES = ("queued", "running", "paused", "completed", "failed", "cancelled")
 #: The kinds a runner is shown with (``chain:orders``); a filter may spell the name either way.
@@ -26,3 +26,22 @@ def runner_filter(text: str | None) -> str | None:
         return None
     kind, sep, name = text.strip().partition(":")
     return name if sep and kind in RUNNER_KINDS and name else text.strip()
+
+
+def status_filter(text: str | None) -> str | tuple[str, ...] | None:
+    """The statuses a filter names: one (``"paused"``) or several, comma-separated
+    (``"running,paused,queued"``, as a tuple); ``None`` or blank gives ``None``.
+
+    Raises:
+        ValueError: a name that is not a run status (the message lists those that are).
+    """
+    if text is None or not text.strip():
+        return None
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in RUN_STATUSES]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown run status {', '.join(repr(n) for n in unknown) or repr(text)}; "
+            f"use one or more of {', '.join(RUN_STATUSES)}, comma-separated"
+        )
+    return names[0] if len(names) == 1 else names

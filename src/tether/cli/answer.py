@@ -21,7 +21,7 @@ import click
 from rich.markup import escape
 
 from .._runner import question_changed
-from ..audit import answer_entry, answer_metadata, os_user
+from ..audit import answer_entry, answer_metadata, os_user, oversized_answer
 from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
 from ..control import refuse_if_cancelled
@@ -191,6 +191,9 @@ def _answer(
     db_url: str,
     as_json: bool,
 ) -> int:
+    problem = oversized_answer(note, data)
+    if problem is not None:
+        raise _errors.CommandError(f"--{problem[0]}: {problem[1]}", _errors.BAD_INPUT)
     metadata = answer_metadata("cli", by or os_user(), note)
     verdict = "approved" if approved else "rejected"
     store = open_store(db_url, migrate=True)

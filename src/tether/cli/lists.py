@@ -18,7 +18,7 @@ from ..errors import ConfigurationError
 from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
 from ._app import open_store, store_options
-from ._filters import RUN_STATUSES, runner_filter, runner_label
+from ._filters import RUN_STATUSES, runner_filter, runner_label, status_filter
 from ._render import compact, emit_json, err, out, when
 from .maintenance import parse_duration
 from .runs import (
@@ -72,7 +72,17 @@ def _after_option(fn: Any) -> Any:
 
 
 @runs_group.command("list")
-@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
+@click.option(
+    "--status",
+    metavar="STATUS[,STATUS...]",
+    help=f"Only runs in this status, or any of several ({', '.join(RUN_STATUSES)}).",
+)
+@click.option(
+    "--version",
+    "app_version",
+    metavar="VERSION",
+    help="Only runs started by this version of the code (Registry(version=...)).",
+)
 @click.option(
     "--name",
     "runner_name",
@@ -85,6 +95,7 @@ def _after_option(fn: Any) -> Any:
 @store_options
 def runs_list(
     status: str | None,
+    app_version: str | None,
     runner_name: str | None,
     search: str | None,
     after: str | None,
@@ -93,9 +104,14 @@ def runs_list(
     as_json: bool,
 ) -> int:
     """List runs, newest first, a page at a time."""
+    try:
+        statuses = status_filter(status)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--status'") from None
     query = RunsQuery(
-        status=status,
+        status=statuses,
         runner_name=runner_filter(runner_name),
+        app_version=app_version or None,
         search=search,
         after=after,
         limit=limit,
@@ -117,6 +133,7 @@ def runs_list(
         table.add_column("execution_id", **ID_COLUMN)
         table.add_column("runner")
         table.add_column("status", no_wrap=True)
+        table.add_column("version", no_wrap=True)
         table.add_column("created (UTC)", no_wrap=True)
         table.add_column("updated (UTC)", no_wrap=True)
         table.add_column("note", overflow="fold")
@@ -128,6 +145,7 @@ def runs_list(
                 escape(run.execution_id),
                 escape(runner_label(run)),
                 _DAMAGED if run.damaged else run_status_markup(run),
+                escape(run.app_version or "-"),
                 when(run.created_at),
                 when(run.updated_at),
                 escape(note if len(note) <= 120 else note[:119] + "…"),

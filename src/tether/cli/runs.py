@@ -63,6 +63,7 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "finished_at": run.finished_at,
+        "app_version": run.app_version,
         "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
         "stale": stale is not None,
         "stale_reason": None if stale is None else stale.reason,
@@ -252,6 +253,8 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         + (f"  [bold red]{escape(stale.describe())}[/]" if stale is not None else "")
     )
     out.print(f"created {when(run.created_at)}  updated {when(run.updated_at)}", style="dim")
+    if run.app_version is not None:
+        out.print(f"started by version {escape(run.app_version)}")
     if run.parent_execution_id:
         pruned = " (parent pruned)" if parent_pruned else ""
         out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}{pruned}")

@@ -11,6 +11,7 @@ import threading
 import click
 
 from ..connect import DEFAULT_URL
+from ..registry import Registry
 from ..store.base import Checkpointer
 from . import _errors
 from ._app import app_option, display_url, open_app, open_store, store_options
@@ -54,6 +55,13 @@ _DB_OPTION = click.option(
     metavar="NAME=N",
     help="At most N runs of runner NAME at once in this worker (repeatable).",
 )
+@click.option(
+    "--versions",
+    metavar="V1,V2",
+    default=None,
+    help="Serve only runs started by these versions of the code (and runs with no version); "
+    "default: the app's Registry(version=..., compatible_versions=...), or every run.",
+)
 def worker(
     db_url: str,
     app_spec: str,
@@ -62,6 +70,7 @@ def worker(
     poll_interval: float,
     max_attempts: int,
     limits: tuple[str, ...],
+    versions: str | None,
 ) -> int:
     """Claim and run the store's unowned work until SIGTERM or Ctrl-C: queued runs, runs whose
     process died (lease lapsed), and answered interrupts."""
@@ -73,6 +82,9 @@ def worker(
         if not sep or not name or not n.isdigit():
             raise _errors.CommandError(f"--limit takes NAME=N, got {item!r}", _errors.BAD_INPUT)
         per_runner[name] = int(n)
+    served = None if versions is None else [v.strip() for v in versions.split(",") if v.strip()]
+    if served == []:
+        raise _errors.CommandError("--versions takes V1,V2,..., got none", _errors.BAD_INPUT)
     # The store first: an app that opens tether.connect() on import would create a mistyped one.
     store = open_store(db_url, migrate=True)
     registry = open_app(app_spec, db_url)
@@ -88,7 +100,8 @@ def worker(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     err.print(
         f"tether: worker on {display_url(db_url)} for {', '.join(registry.names())} "
-        f"(concurrency {concurrency}, lease {lease_seconds:g}s)",
+        f"(concurrency {concurrency}, lease {lease_seconds:g}s, versions "
+        f"{_versions_label(registry, served)})",
         markup=False,
         highlight=False,
     )
@@ -102,6 +115,7 @@ def worker(
             max_attempts=max_attempts,
             stop=stop,
             per_runner_limit=per_runner,
+            versions=served,
         )
     finally:
         store.close()
@@ -179,3 +193,10 @@ def _warn_if_unseen(store: Checkpointer, runner_name: str) -> None:
 
 
 COMMANDS = (worker, enqueue)
+
+
+def _versions_label(registry: Registry, served: list[str] | None) -> str:
+    from ..worker import served_versions
+
+    shown = served_versions(registry, served)
+    return "all" if shown is None else ", ".join(shown) + " and unversioned"

@@ -67,7 +67,8 @@ CHECKPOINT_COLUMNS: Final = (
 
 RUN_COLUMNS: Final = (
     "execution_id, runner_name, runner_kind, status, input, parent_execution_id, "
-    "parent_checkpoint_id, owner, lease_expires_at, error, created_at, updated_at, finished_at"
+    "parent_checkpoint_id, owner, lease_expires_at, error, created_at, updated_at, finished_at, "
+    "app_version"
 )
 
 PENDING_COLUMNS: Final = (
@@ -161,6 +162,7 @@ def run_from_row(row: Any) -> RunRecord:
         created_at=ts_to_dt(row[10]),
         updated_at=ts_to_dt(row[11]),
         finished_at=ts_to_dt(row[12]),
+        app_version=row[13],
     )
 
 

@@ -59,16 +59,19 @@ class RunsQuery:
     """Which runs to list, newest first (``oldest_first`` for the other way).
 
     Attributes:
-        status: only runs in this status (``queued``, ``running``, ...).
+        status: only runs in this status (``queued``, ``running``, ...), or in any of a
+            tuple of them.
         runner_name: only runs of this runner.
+        app_version: only runs started by this version of the code (docs/design.md §13).
         search: only runs whose execution_id contains this text.
         after: the execution_id the previous page ended with.
         limit: entries per page, 1 to 1000.
         count: also count every run the filters match (one more query).
     """
 
-    status: str | None = None
+    status: str | tuple[str, ...] | None = None
     runner_name: str | None = None
+    app_version: str | None = None
     search: str | None = None
     after: str | None = None
     limit: int = 100
@@ -174,6 +177,7 @@ _RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
     ("created_at", _codec.ts_to_dt),
     ("updated_at", _codec.ts_to_dt),
     ("finished_at", _codec.ts_to_dt),
+    ("app_version", _optional_text),
 )
 _PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
     ("execution_id", _text),
@@ -247,13 +251,19 @@ def _like(text: str) -> str:
 
 
 def _runs_where(q: RunsQuery) -> tuple[str, list[Any]]:
-    sql, args = " WHERE 1 = 1", []
-    if q.status is not None:
+    sql, args = " WHERE 1 = 1", list[Any]()
+    if isinstance(q.status, tuple):
+        sql += f" AND r.status IN ({', '.join('?' * len(q.status)) or 'NULL'})"
+        args.extend(q.status)
+    elif q.status is not None:
         sql += " AND r.status = ?"
         args.append(q.status)
     if q.runner_name is not None:
         sql += " AND r.runner_name = ?"
         args.append(q.runner_name)
+    if q.app_version is not None:
+        sql += " AND r.app_version = ?"
+        args.append(q.app_version)
     if q.search:
         sql += " AND r.execution_id LIKE ? ESCAPE '\\'"
         args.append(_like(q.search))

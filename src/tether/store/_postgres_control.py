@@ -30,13 +30,13 @@ from ._postgres_audit import INSERT_AUDIT
 from ._postgres_io import Database, Plan
 from .base import PendingInterrupt
 
-__all__ = ["MIGRATION_V8", "PostgresControl"]
+__all__ = ["MIGRATION_V9", "PostgresControl"]
 
 LOCK_RUN: Final = (
     "SELECT status, owner, now() FROM {schema}.runs WHERE execution_id = %s FOR UPDATE"
 )
-# v8: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
-MIGRATION_V8: Final[tuple[str, ...]] = (
+# v9: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
+MIGRATION_V9: Final[tuple[str, ...]] = (
     "ALTER TABLE {schema}.pending_interrupts ADD COLUMN due_at timestamptz",
     "CREATE INDEX pending_due_idx ON {schema}.pending_interrupts (due_at) WHERE due_at IS NOT NULL",
 )

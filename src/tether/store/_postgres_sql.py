@@ -14,10 +14,11 @@ from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
 from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
-from ._postgres_control import MIGRATION_V8
+from ._postgres_control import MIGRATION_V9
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
+from ._versions import POSTGRES_MIGRATION_V8
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -96,8 +97,10 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     6: MIGRATION_V6,
     # v7: the runs listing's keyset order (see _listing).
     7: (RUNS_ORDER_INDEX,),
-    # v8: approval deadlines (see _postgres_control).
-    8: MIGRATION_V8,
+    # v8: the version of the code that started each run (see _versions).
+    8: POSTGRES_MIGRATION_V8,
+    # v9: approval deadlines (see _postgres_control).
+    9: MIGRATION_V9,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -121,7 +124,7 @@ INSERT_SCHEMA_VERSION: Final = (
 INSERT_RUN: Final = (
     f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', NULL, "
-    "now(), now(), NULL) RETURNING created_at, lease_expires_at"
+    "now(), now(), NULL, %s) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
 # Parameters: status, error, status.

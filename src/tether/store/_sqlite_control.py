@@ -29,11 +29,11 @@ from ._leases import Fences
 from ._sqlite_audit import DELETE_AUDIT_OF, insert_audit
 from .base import PendingInterrupt
 
-__all__ = ["MIGRATION_V8", "SQLiteControl"]
+__all__ = ["MIGRATION_V9", "SQLiteControl"]
 
 SELECT_RUN_FOR_CONTROL: Final = "SELECT status, owner FROM runs WHERE execution_id = ?"
-# v8: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
-MIGRATION_V8: Final[tuple[str, ...]] = (
+# v9: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
+MIGRATION_V9: Final[tuple[str, ...]] = (
     "ALTER TABLE pending_interrupts ADD COLUMN due_at REAL",
     "CREATE INDEX pending_due_idx ON pending_interrupts (due_at) WHERE due_at IS NOT NULL",
 )

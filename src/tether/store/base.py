@@ -55,6 +55,8 @@ class RunRecord:
         lease_expires_at: when that lease lapses (UTC).
         error: for a failed run, ``"<ExceptionType>: <message>"``.
         created_at / updated_at / finished_at: UTC timestamps.
+        app_version: the version of the code that started the run (``Registry(version=...)``
+            or ``TETHER_APP_VERSION``), ``None`` if none was declared (docs/design.md §13).
         damaged: set only on a listing's entry whose row could not be fully decoded: which
             fields are unreadable (they are ``None``, names shown with bad bytes replaced);
             see :mod:`tether.store._listing`.
@@ -73,6 +75,7 @@ class RunRecord:
     created_at: _dt.datetime | None = None
     updated_at: _dt.datetime | None = None
     finished_at: _dt.datetime | None = None
+    app_version: str | None = None
     damaged: str | None = None
 
 

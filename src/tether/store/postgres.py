@@ -323,6 +323,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             run.parent_checkpoint_id,
             run.owner,
             lease_seconds,
+            run.app_version,
         )
         try:
             res: Result = yield self._q(q.INSERT_RUN), params

@@ -44,14 +44,15 @@ from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
-from ._sqlite_control import MIGRATION_V8, SQLiteControl
+from ._sqlite_control import MIGRATION_V9, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
+from ._versions import SQLITE_MIGRATION_V8
 from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -143,8 +144,10 @@ MIGRATIONS[5] = SQLITE_MIGRATION_V5
 MIGRATIONS[6] = MIGRATION_V6
 # v7: the runs listing's keyset order (see _listing).
 MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
-# v8: approval deadlines (see _sqlite_control).
-MIGRATIONS[8] = MIGRATION_V8
+# v8: the version of the code that started each run (see _versions).
+MIGRATIONS[8] = SQLITE_MIGRATION_V8
+# v9: approval deadlines (see _sqlite_control).
+MIGRATIONS[9] = MIGRATION_V9
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -156,7 +159,7 @@ CREATE_SCHEMA_TABLE: Final = (
 SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM tether_schema"
 INSERT_SCHEMA_VERSION: Final = "INSERT INTO tether_schema (version, applied_at) VALUES (?, ?)"
 
-INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 13)})"
+INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 14)})"
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = ?"
 UPDATE_RUN_STATUS: Final = (
     "UPDATE runs SET status = ?, error = ?, updated_at = ?, "
@@ -483,6 +486,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
                         now,
                         now,
                         None,
+                        run.app_version,
                     ),
                 )
             except sqlite3.IntegrityError as exc:

@@ -12,7 +12,8 @@ Sessions are stateless: ``<nonce>.<authenticated 0|1>.<issued, unix seconds>.<us
 refused once older than :data:`SESSION_MAX_AGE_SECONDS`. The key derives from the token, so
 changing ``TETHER_UI_TOKEN`` logs everyone out; without one (``--no-auth``, or named users
 only) it is random per process. ``<user>`` is the named user who logged in (:mod:`._users`),
-empty under the shared token; a session of a user removed from the users file is refused.
+empty under the shared token, else ``<name>:<generation>`` (:meth:`Users.generation`): a session
+of a user removed from the users file, or given a new token since, is refused.
 """
 
 from __future__ import annotations
@@ -81,7 +82,10 @@ class Sessions:
     def new(self, *, authenticated: bool, user: str | None = None) -> tuple[Session, str]:
         """A fresh session (of ``user``, when a named user logged in) and its cookie value."""
         session = Session(secrets.token_hex(16), authenticated or not self.required, user)
-        body = f"{session.nonce}.{int(session.authenticated)}.{int(time.time())}.{user or ''}"
+        who = user or ""
+        if user is not None and self.users is not None:
+            who = f"{user}:{self.users.generation(user) or ''}"
+        body = f"{session.nonce}.{int(session.authenticated)}.{int(time.time())}.{who}"
         return session, f"{body}.{self._sign(body)}"
 
     def load(self, cookie: str | None) -> Session | None:
@@ -96,10 +100,10 @@ class Sessions:
             return None
         if time.time() - int(parts[2]) > SESSION_MAX_AGE_SECONDS:
             return None
-        user = parts[3] or None
-        if user is not None and (self.users is None or not self.users.exists(user)):
-            return None  # the user was removed: their sessions end with them
-        return Session(parts[0], parts[1] == "1" or not self.required, user)
+        user, _, generation = parts[3].partition(":")
+        if user and (self.users is None or self.users.generation(user) != generation):
+            return None  # the user was removed or given a new token: old sessions end
+        return Session(parts[0], parts[1] == "1" or not self.required, user or None)
 
     def csrf_token(self, session: Session) -> str:
         """The CSRF token every form of this session must carry."""

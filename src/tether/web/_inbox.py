@@ -29,7 +29,7 @@ from starlette.requests import Request
 
 # Through cli._app first, as _service does: cli.runs imported alone is half-initialized.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli._filters import RUN_STATUSES, runner_filter
+from ..cli._filters import runner_filter, status_filter
 from ..cli.runs import missing_parents, pending_json, run_json, time_left
 from ..registry import Registry
 from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
@@ -64,16 +64,22 @@ def limit_of(text: str | None, default: int = 100) -> int:
     return value
 
 
+_WAITING_MAX_DAYS = 36500
+
+
 def seconds_of(text: str) -> float:
-    """``90s``, ``15m``, ``2h`` or ``3d`` in seconds.
+    """``90s``, ``15m``, ``2h`` or ``3d`` in seconds, at most 36500 days.
 
     Raises:
-        ActionError: (400) another form.
+        ActionError: (400) another form, or longer.
     """
     found = _DURATION.match(text)
     if found is None:
         raise ActionError(400, f"waiting must look like 90s, 15m, 2h or 3d, got {text!r}")
-    return float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
+    if seconds > _WAITING_MAX_DAYS * 86400:  # further back than a date can say
+        raise ActionError(400, f"waiting is at most {_WAITING_MAX_DAYS}d, got {text!r}")
+    return seconds
 
 
 def _text(params: Any, name: str) -> str | None:
@@ -111,14 +117,16 @@ def runs_query(params: Any) -> RunsQuery:
     """The :class:`RunsQuery` of a request's query parameters (counted).
 
     Raises:
-        ActionError: (400) a bad status or limit.
+        ActionError: (400) a bad status (one, or several comma-separated) or limit.
     """
-    status = _text(params, "status")
-    if status is not None and status not in RUN_STATUSES:
-        raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
+    try:
+        status = status_filter(_text(params, "status"))
+    except ValueError as exc:
+        raise ActionError(400, f"status: {exc}") from None
     return RunsQuery(
         status=status,
         runner_name=runner_filter(_text(params, "name")),
+        app_version=_text(params, "version"),
         search=_text(params, "q"),
         after=_text(params, "after"),
         limit=limit_of(_text(params, "limit")),
@@ -178,7 +186,7 @@ class Inbox:
         def read() -> Listing:
             store = self._listings()
             page = store.list_runs_page(query)
-            filtered = any((query.status, query.runner_name, query.search))
+            filtered = any((query.status, query.runner_name, query.app_version, query.search))
             every = store.list_runs_page(RunsQuery(limit=1, count=True)) if filtered else page
             pruned = missing_parents(self.store, page.items)
             items = [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in page.items]

@@ -8,7 +8,6 @@ never stalls the pages of other operators.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .._runner import question_changed
-from ..audit import answer_metadata
+from ..audit import DATA_MAX_BYTES, NOTE_MAX_CHARS, answer_metadata, oversized_answer
 
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
@@ -47,9 +46,6 @@ from ._inspect import conversation, inspect_checkpoint
 
 T = TypeVar("T")
 
-#: An answer's note, in characters; its data, encoded as JSON, in bytes (docs/web.md).
-NOTE_MAX_CHARS = 2000
-DATA_MAX_BYTES = 64 * 1024
 #: A request body (the API's JSON, a form): room for the largest note and data.
 BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
 
@@ -123,16 +119,10 @@ class Answer:
         Raises:
             ActionError: the note or the data is too large; nothing was stored.
         """
-        if self.note is not None and len(self.note) > NOTE_MAX_CHARS:
-            raise ActionError(
-                400, f"the note is {len(self.note)} characters; at most {NOTE_MAX_CHARS}"
-            )
-        if self.data is not None:
-            size = len(json.dumps(self.data, separators=(",", ":"), default=str).encode())
-            if size > DATA_MAX_BYTES:
-                raise ActionError(
-                    413, f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
-                )
+        problem = oversized_answer(self.note, self.data)
+        if problem is not None:
+            what, message = problem
+            raise ActionError(400 if what == "note" else 413, message)
 
     def to_resume(self, checkpoint_id: str) -> Resume:
         metadata = answer_metadata(self.via, self.actor, self.note or None)

@@ -183,6 +183,17 @@ class Users:
         """Whether ``name`` is (still) a user."""
         return name in self._current()
 
+    def generation(self, name: str) -> str | None:
+        """A tag of ``name``'s current token (a hash of its salt, new at every ``tether users
+        add``), or ``None`` when there is no such user. A session records it at login, so a
+        new token (``--replace``) or a removed-and-re-added user ends the sessions of the old.
+        """
+        entry = self._current().get(name)
+        salt = entry.get("salt") if isinstance(entry, dict) else None
+        if not isinstance(salt, str):
+            return None
+        return hashlib.sha256(b"tether-session-generation\0" + salt.encode()).hexdigest()[:16]
+
     def verify(self, token: str | None) -> str | None:
         """The user whose token ``token`` is, or ``None``."""
         if not token or "." not in token:
