@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import instructions, long_run, memory, openai_agents, peers, workloads
-from . import langgraph as langgraph_bench
+from . import langgraph_saver as langgraph_bench
 from . import pydantic_ai as pydantic_ai_bench
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render

@@ -40,3 +40,11 @@ def test_serve_with_a_users_file_that_does_not_exist_refuses_to_start(store, db_
     assert proc.returncode == 4, proc.stderr
     assert str(missing) in proc.stderr and "tether users add" in proc.stderr
     assert not missing.exists()
+
+
+def test_a_bare_path_as_db_names_the_url_to_write_and_creates_nothing(tmp_path):
+    for path in (str(tmp_path / "app.db"), "app.db"):
+        proc = tether_cli(path, "runs", "list")
+        assert proc.returncode == 4, proc.stderr
+        assert f"sqlite:///{path}" in proc.stderr and "is a path" in proc.stderr
+    assert list(tmp_path.iterdir()) == []

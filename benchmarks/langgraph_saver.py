@@ -13,6 +13,9 @@ within each repetition, so machine noise hits both alike:
 - **W1**: a 200-node line over a one-counter state: wall ms per step of ``graph.invoke``.
 - **W3**: resume of the W2 thread (300 steps) from a fresh saver, as a new process does it:
   ``graph.get_state(config)`` (the newest checkpoint and its channels), median over 20.
+
+Named ``langgraph_saver``, not ``langgraph``: the peer workers run as scripts from this
+directory, where a module named ``langgraph`` would shadow the package they import.
 """
 
 from __future__ import annotations
