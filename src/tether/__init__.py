@@ -24,6 +24,7 @@ from .agent import (
 from .chain import Chain
 from .checkpoint import Checkpoint, latest_forkable, latest_resumable
 from .connect import connect
+from .control import CancelResult, DeleteResult, acancel, adelete, cancel, delete
 from .errors import (
     AlreadyResumed,
     ChainResumeError,
@@ -40,15 +41,20 @@ from .errors import (
     MissingStepError,
     RecordRejectedError,
     ResumeError,
+    RunCancelledError,
+    RunDeadlineExceeded,
     RunnerMismatchError,
     RunNotFoundError,
+    RunStatusChangedError,
     SchemaVersionError,
     SerializationError,
+    StepTimeoutError,
     StoreError,
     StoreUnavailableError,
     TetherError,
     UnreachableNodesError,
 )
+from .hooks import on_pending
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
 from .llm import LLM, LLMResponse, Message, ProviderError, ToolCall
@@ -68,6 +74,7 @@ __all__ = [
     "Agent",
     "AgentResult",
     "AlreadyResumed",
+    "CancelResult",
     "Chain",
     "ChainResult",
     "ChainResumeError",
@@ -77,6 +84,7 @@ __all__ = [
     "ConcurrentWriteError",
     "ConfigurationError",
     "CorruptRecordError",
+    "DeleteResult",
     "ExecutionError",
     "InterruptChangedError",
     "InterruptOutsideRunError",
@@ -96,12 +104,16 @@ __all__ = [
     "Registry",
     "Resume",
     "ResumeError",
+    "RunCancelledError",
+    "RunDeadlineExceeded",
     "RunNotFoundError",
     "RunRecord",
+    "RunStatusChangedError",
     "RunnerMismatchError",
     "SQLiteCheckpointer",
     "SchemaVersionError",
     "SerializationError",
+    "StepTimeoutError",
     "StoreError",
     "StoreUnavailableError",
     "Supervisor",
@@ -112,18 +124,23 @@ __all__ = [
     "ToolCall",
     "UnreachableNodesError",
     "Worker",
+    "acancel",
+    "adelete",
     "aenqueue",
     "arun_worker",
+    "cancel",
     "connect",
     "current_agent_path",
     "current_execution_id",
     "current_idempotency_key",
+    "delete",
     "enqueue",
     "idempotent",
     "interrupt",
     "latest_forkable",
     "latest_resumable",
     "load_app",
+    "on_pending",
     "run_worker",
     "tool",
 ]

@@ -30,8 +30,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from . import _app_version
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
+from .control import cancelled_error, leases_lost, stopping_on_cancel
 from .errors import (
     ConcurrentWriteError,
     LeaseHeldError,
@@ -82,6 +84,9 @@ class Lease:
 
 
 _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
+# The version of the code starting a run (start, fork): the starting runner's, set by
+# leased_start / leased_fork and recorded by acreate_run (docs/design.md §13).
+_starting_version: ContextVar[str | None] = ContextVar("tether_app_version", default=None)
 
 
 def current() -> Lease | None:
@@ -227,7 +232,11 @@ class _Heartbeats:
                     continue
             for owner, store, period, execution_ids in due:
                 with contextlib.suppress(Exception):
-                    store.renew_run_leases(owner, execution_ids, lease_seconds=period, since=now)
+                    renewed = store.renew_run_leases(
+                        owner, execution_ids, lease_seconds=period, since=now
+                    )
+                    if renewed < len(execution_ids):  # taken over, or cancelled
+                        leases_lost(store, execution_ids)
 
 
 heartbeats = _Heartbeats()
@@ -262,7 +271,8 @@ async def hold(
     """
     cur = _current.get()
     if cur is not None and cur.execution_id == execution_id:
-        yield cur
+        async with stopping_on_cancel(store, execution_id):
+            yield cur
         return
     if not (_has_leases(type(store)) or isinstance(store, LeaseStore)):
         yield None
@@ -313,7 +323,8 @@ async def hold(
     clean = False
     raised: Exception | None = None
     try:
-        yield lease
+        async with stopping_on_cancel(store, execution_id):
+            yield lease
         clean = True
     except Exception as exc:
         clean = isinstance(exc, TetherError) and not isinstance(exc, StoreError)
@@ -364,15 +375,26 @@ async def give_back_after_raise(
 
 async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
     """Create the run owned by the current lease, leased for its period from the creating
-    commit, or start the queued run a worker claimed (leased by the claim)."""
+    commit, or start the queued run a worker claimed (leased by the claim). The run records
+    the version of the code starting it, unless it names one already."""
+    if run.app_version is None:
+        run.app_version = _starting_version.get() or _app_version.from_env()
     lease = _current.get()
     if lease is None or lease.execution_id != run.execution_id:
         return await store.acreate_run(run)
     run.owner = lease.owner
     if lease.queued and isinstance(store, LeaseStore):
-        await store.astart_queued_run(
-            run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
+        started = await store.astart_queued_run(
+            run.execution_id,
+            owner=lease.owner,
+            runner_kind=run.runner_kind,
+            input=run.input,
+            app_version=run.app_version,
         )
+        if not started:
+            row = await store.aget_run(run.execution_id)
+            if row is not None and row.status == "cancelled":  # a queued run never starts
+                raise await cancelled_error(store, run.execution_id)
         return run
     # A lease is only ever taken on a store with the capability (see acquire_lease).
     return await cast(LeaseStore, store).acreate_run(run, lease_seconds=lease.lease_seconds)
@@ -382,7 +404,7 @@ async def acreate_branch_run(
     store: Checkpointer, runner: Any, source: RunRecord, src_checkpoint_id: str, eid: str | None
 ) -> str:
     """Create a fork's run: the runner's name and kind, the source run's input, linked to the
-    source run and checkpoint it branches from (DESIGN section 9). Returns its execution_id."""
+    source run and checkpoint it branches from (docs/design.md §9). Returns its execution_id."""
     eid = eid or new_id()
     await acreate_run(
         store,
@@ -408,8 +430,9 @@ def leased_start(
     async def start(runner: Any, input: Any, execution_id: str | None) -> T:
         eid = execution_id or new_id()
         store = runner.checkpointer
-        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-            return await fn(runner, input, eid)
+        with _starting(runner):
+            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+                return await fn(runner, input, eid)
 
     return start
 
@@ -436,7 +459,18 @@ def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     async def fork(runner: Any, *args: Any) -> T:
         eid = args[-1] or new_id()
         store = runner.checkpointer
-        async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-            return await fn(runner, *args[:-1], eid)
+        with _starting(runner):
+            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
+                return await fn(runner, *args[:-1], eid)
 
     return fork
+
+
+@contextlib.contextmanager
+def _starting(runner: Any) -> Iterator[None]:
+    """Record ``runner``'s version on the run created inside (see :func:`acreate_run`)."""
+    token = _starting_version.set(_app_version.of_runner(runner))
+    try:
+        yield
+    finally:
+        _starting_version.reset(token)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from ._context import sync_drive
+from .audit import answer_entry
 from .checkpoint import Checkpoint
 from .errors import (
     AlreadyResumed,
@@ -206,11 +207,12 @@ async def alatest_resumable(
     store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
 ) -> Checkpoint | None:
     """The row resume re-enters: the newest row that is not a run-end marker (a failed run
-    stays resumable), or ``None`` when no step committed (DESIGN section 4). One read on the
+    stays resumable), or ``None`` when no step committed (docs/design.md §4). One read on the
     bundled stores (``aget_resumable``); any other store is walked back with ``aget_last``.
 
     Raises:
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled (docs/design.md, "Cancel and delete").
     """
     cp: Checkpoint | None
     last_status: str | None
@@ -224,6 +226,10 @@ async def alatest_resumable(
             cp = await store.aget_last(
                 execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
             )
+    if last_status == "cancelled":
+        from .control import cancelled_error
+
+        raise await cancelled_error(store, execution_id)
     if last_status == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",
@@ -269,13 +275,15 @@ async def claim(
     previous = lease.previous_owner if lease is not None and lease.execution_id == eid else None
     value = None if resume_value is None else resume_value.to_dict()
     # Bound to this row's question in the claim's own statement: the answers are bound to its
-    # identity below, so a claim landing on a newer question would misapply them.
+    # identity below, so a claim landing on a newer question would misapply them. A claim
+    # that stores an answer records it in the run's audit trail in the same transaction.
     won = await store.aclaim_interrupt(
         eid,
         owner=owner,
         resume_value=value,
         lease_seconds=lease_seconds,
         checkpoint_id=cp.checkpoint_id,
+        audit=None if resume_value is None else answer_entry(eid, resume_value, cp),
     )
     if won is None:
         pending = await store.aget_pending_interrupt(eid)
@@ -321,6 +329,16 @@ async def claim(
                 node_id=cp.node_id,
             )
     return _answers(cp, won), owner
+
+
+async def record_fork_answer(
+    store: Checkpointer, execution_id: str, value: Resume | None, src: Checkpoint
+) -> None:
+    """Record a fork's ``resume_value`` in the branch's audit trail: it answers ``src``'s
+    question for the branch (docs/design.md §5, "The audit trail"). Written right after the
+    branch's ``fork_origin`` row, before the answer is used."""
+    if value is not None:
+        await store.arecord_audit(answer_entry(execution_id, value, src))
 
 
 def question_changed(
@@ -382,7 +400,7 @@ async def afork_checkpoint(
     answer: Resume | None = None,
 ) -> Checkpoint:
     """The row a fork branches from: ``checkpoint_id``, or the newest row; a ``run_end``
-    tombstone is stepped over either way (it addresses no node: DESIGN section 9).
+    tombstone is stepped over either way (it addresses no node: docs/design.md §9).
 
     Args:
         answer: the fork's ``resume_value``; bound to a question (``answer.checkpoint_id``),

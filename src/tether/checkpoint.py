@@ -1,4 +1,4 @@
-"""The checkpoint record: one row per boundary of a run (DESIGN section 2).
+"""The checkpoint record: one row per boundary of a run (docs/design.md §2).
 
 Also the two helpers that pick which row to re-enter (:func:`latest_resumable`) or branch from
 (:func:`latest_forkable`); both step over the ``run_end`` tombstone, which addresses no node.
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .errors import AlreadyResumed, RunNotFoundError
+from .errors import AlreadyResumed, RunCancelledError, RunNotFoundError
 
 if TYPE_CHECKING:
     from .store.base import Checkpointer
@@ -27,15 +28,23 @@ __all__ = [
 ]
 
 StepType = Literal[
-    "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
+    "llm_call",
+    "tool_call",
+    "hitl_pause",
+    "node",
+    "handoff",
+    "fork_origin",
+    "state_patch",
+    "run_end",
 ]
-Status = Literal["completed", "interrupted", "failed"]
+Status = Literal["completed", "interrupted", "failed", "cancelled"]
 
 RUN_END: Final = "run_end"
 STEP_TYPES: Final = frozenset(
-    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
+    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "state_patch"}
+    | {"run_end"}
 )
-STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
+STATUSES: Final = frozenset({"completed", "interrupted", "failed", "cancelled"})
 
 
 _LABELS: Final = {
@@ -45,14 +54,33 @@ _LABELS: Final = {
     ("hitl_pause", "interrupted"): "paused for a human",
     ("handoff", "completed"): "handoff",
     ("fork_origin", "completed"): "branch start",
+    ("state_patch", "completed"): "state patched",
     ("run_end", "completed"): "run completed",
     ("run_end", "failed"): "run failed",
+    ("run_end", "cancelled"): "run cancelled",
 }
+
+_JOURNAL_LABELS: Final = {
+    ("llm_call", "completed"): "model answered",
+    ("tool_call", "completed"): "tool returned",
+}
+"""Labels of the rows the pydantic-ai and OpenAI Agents integrations journal: written once the
+call returned (they record its result), where tether's own agent writes its row before it."""
+
+_JOURNAL_RUNNERS: Final = ("pydantic_ai:", "openai_agents:")
+"""The ``agent_path`` prefixes of those integrations' runners."""
+
+
+# Ids come from a generator seeded from os.urandom (reseeded in a forked child), not from a
+# system call each: every step takes one. They name rows, they guard nothing (the web page
+# has its own authentication), so they need to be unique, not unpredictable.
+_IDS = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
 
 
 def new_id() -> str:
     """A fresh random id (32 hex characters, 128 random bits) for runs and checkpoints."""
-    return os.urandom(16).hex()
+    return f"{_IDS.getrandbits(128):032x}"
 
 
 def utcnow() -> _dt.datetime:
@@ -69,8 +97,9 @@ class Checkpoint:
         node_id: the re-entry address: a chain node id, ``"turn:N"``, ``"turn:N/tool:<name>"``,
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
-            ``fork_origin``, ``run_end``.
-        status: ``completed``, ``interrupted`` or ``failed``; drives resume (DESIGN section 4).
+            ``fork_origin``, ``state_patch`` (a resume's ``state_updates``), ``run_end``.
+        status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
+            only); drives resume (docs/design.md §4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -79,7 +108,7 @@ class Checkpoint:
         iteration_counters: cycle counts, ``{"<source>-><target>": times_taken}``.
         interrupt_reason: for an interrupted row, the reason given to ``interrupt()``.
         interrupt_context: for an interrupted row, the frozen context the human approves.
-        agent_path: where in a multi-agent topology the row was written (DESIGN section 8).
+        agent_path: where in a multi-agent topology the row was written (docs/design.md §8).
         parent_checkpoint_id: for a fork's first row, the checkpoint it branched from.
         next_node_id: the step the recorded routing chose to run next (``None`` when the run
             has nothing left to do); resume continues there, never at declaration order.
@@ -125,14 +154,19 @@ class Checkpoint:
         tool call"``, ``"node completed"``, ``"paused for a human"``, ``"handoff to
         <agent>"``, ``"branch start"``, ``"run completed"``, ``"run failed"``.
 
-        Agent rows are written *before* the call they address, so their ``completed`` status
-        says only that the row committed, never that the model or tool call succeeded.
+        tether's own agent rows are written *before* the call they address, so their
+        ``completed`` status says only that the row committed, never that the model or tool
+        call succeeded. The pydantic-ai and OpenAI Agents integrations journal a call once it
+        returned: their rows read ``"model answered"`` and ``"tool returned"``.
         """
+        key = (self.step_type, self.status)
+        if key in _JOURNAL_LABELS and (self.agent_path or "").startswith(_JOURNAL_RUNNERS):
+            return _JOURNAL_LABELS[key]
         if self.step_type == "handoff" and isinstance(self.node_input, dict):
             target = self.node_input.get("to")
             if isinstance(target, str):
                 return f"handoff to {target}"
-        return _LABELS.get((self.step_type, self.status), f"{self.step_type} {self.status}")
+        return _LABELS.get(key, f"{self.step_type} {self.status}")
 
 
 def _assert_run(store: Checkpointer, execution_id: str) -> None:
@@ -148,7 +182,7 @@ def latest_resumable(
     """The checkpoint resume re-enters from.
 
     Steps over a ``failed`` run-end marker (a run that raised stays resumable) and refuses a
-    ``completed`` one (DESIGN section 4).
+    ``completed`` one (docs/design.md §4).
 
     Args:
         store: the checkpointer holding the run.
@@ -162,6 +196,7 @@ def latest_resumable(
     Raises:
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled.
     """
     cp: Checkpoint | None
     fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
@@ -176,6 +211,11 @@ def latest_resumable(
             )
     if cp is None and ended is None:
         _assert_run(store, execution_id)
+    if ended == "cancelled":
+        raise RunCancelledError(
+            f"run {execution_id!r} was cancelled; fork it to continue from one of its checkpoints",
+            execution_id=execution_id,
+        )
     if ended == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",
@@ -190,7 +230,7 @@ def latest_forkable(
     """The checkpoint fork branches from by default: the newest row that is not a tombstone.
 
     Unlike :func:`latest_resumable`, a finished run (completed or failed) is the ordinary case
-    and is never refused (DESIGN section 9).
+    and is never refused (docs/design.md §9).
 
     Raises:
         RunNotFoundError: no run has this id.
@@ -204,3 +244,32 @@ def latest_forkable(
             execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
         )
     return last
+
+
+def run_result(rows: list[Checkpoint]) -> dict[str, Any] | None:
+    """What a finished run ended with, read from its rows (seq order): ``None`` while its
+    newest row is not a run-end marker (running, paused, or a failed run resumed since).
+
+    The one home of what a run-end row means (docs/design.md, "The record"):
+
+    - ``completed``: ``{"status": "completed", "output": ...}``; an agent's run-end row keeps
+      its final text in ``node_output["output"]``, a chain's output is its final state, the
+      run-end row's ``state_snapshot`` (kept once, not copied into ``node_output``);
+    - ``failed``: ``{"status": "failed", "error": "<Type>: <message>", "failed_node_id":
+      ...}`` (``None`` when the failure came from outside any step).
+
+    Both carry ``"checkpoint_id"``, the run-end row's.
+    """
+    if not rows or not rows[-1].is_run_end:
+        return None
+    end = rows[-1]
+    kept = end.node_output if isinstance(end.node_output, dict) else {}
+    if end.status == "failed":
+        return {
+            "status": "failed",
+            "error": kept.get("error"),
+            "failed_node_id": kept.get("node_id"),
+            "checkpoint_id": end.checkpoint_id,
+        }
+    output = kept.get("output", end.state_snapshot)
+    return {"status": "completed", "output": output, "checkpoint_id": end.checkpoint_id}

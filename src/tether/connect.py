@@ -25,7 +25,8 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
         **options: passed to the backend's constructor (e.g. ``synchronous="FULL"``).
 
     Raises:
-        ConfigurationError: an unknown scheme, or Postgres without the ``postgres`` extra.
+        ConfigurationError: an unknown scheme or a bare path (the message gives the URL),
+            or Postgres without the ``postgres`` extra.
     """
     url = url or os.environ.get("TETHER_DATABASE_URL") or DEFAULT_URL
     parts = urlsplit(url)
@@ -50,6 +51,11 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
             ) from exc
         store: Checkpointer = PostgresCheckpointer.from_url(url, **options)
         return store
+    if not parts.scheme and parts.path:
+        # The likeliest first mistake: a file's path where a URL belongs.
+        raise ConfigurationError(
+            f"{url!r} is a path, not a database URL; for a SQLite file write sqlite:///{url}"
+        )
     raise ConfigurationError(
         f"unknown database URL scheme {parts.scheme!r} in {url!r}; use sqlite:/// or postgresql://"
     )

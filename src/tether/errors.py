@@ -23,14 +23,18 @@ Tree::
     │   └── ConcurrentWriteError        another process wrote this run's next step first
     │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
+    ├── RunStatusChangedError           the run's status changed since it was shown (delete)
     ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
     ├── RunnerMismatchError             the run belongs to another runner
     ├── ResumeError
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
     │       ├── LeaseHeldError          a live process is executing the run (holds its lease)
-    │       └── InterruptChangedError   the answer was for a question no longer pending
+    │       ├── InterruptChangedError   the answer was for a question no longer pending
+    │       └── RunCancelledError       the run was cancelled: nothing to resume or answer
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
+    │   ├── StepTimeoutError            a step ran past its ``timeout_seconds``
+    │   │   └── RunDeadlineExceeded     the run ran past its ``deadline_seconds``
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
     │   └── OutputValidationError       structured output failed after its re-asks (tether.agent)
@@ -77,9 +81,8 @@ class MissingStepError(ConfigurationError):
     a tool, a swarm agent, a supervisor worker or an agent node that was renamed or removed.
 
     Nothing was claimed or written: a paused run stays paused with its answer, if one was
-    stored, and continues once code that has the step resumes it (docs/design.md, "Interrupts
-    and the claim"). A worker leaves such a run to workers that have the step
-    (docs/workers.md, "When the code lacks a step").
+    stored, and continues once code that has the step resumes it (docs/design.md §4). A worker
+    leaves such a run to workers that have the step (docs/workers.md, "When the code lacks a step").
 
     Attributes:
         missing: what is missing, e.g. ``tool 'refund'`` or ``node 'ship'``.
@@ -237,6 +240,11 @@ class RunNotFoundError(TetherError):
     """No run with this ``execution_id`` exists in the store."""
 
 
+class RunStatusChangedError(TetherError):
+    """An operation confirmed for a run in one status found it in another (``delete`` with
+    ``only_if_status``): nothing was changed; look at the run again."""
+
+
 class CheckpointNotFoundError(TetherError):
     """No checkpoint with this id belongs to the run."""
 
@@ -268,7 +276,7 @@ class ChainResumeError(ResumeError):
 class AlreadyResumed(ResumeError):
     """Nothing is left to resume: the run finished, or another caller claimed the interrupt.
 
-    Exactly one caller ever gets a given interrupt (DESIGN section 5); every other caller gets
+    Exactly one caller ever gets a given interrupt (docs/design.md §5); every other caller gets
     this error, never a raw driver error.
     """
 
@@ -291,11 +299,38 @@ class LeaseHeldError(AlreadyResumed):
         self.owner = owner
 
 
+class RunCancelledError(AlreadyResumed):
+    """The run was cancelled (``tether.cancel``, ``tether cancel``, the web page): it is not
+    resumed, its question takes no answer, and a drive of it that was in flight stops at its
+    next step boundary with this error. A fork still branches from any of its checkpoints
+    (docs/design.md, "Cancel and delete").
+
+    Attributes:
+        cancelled_by: who cancelled it, when recorded.
+        reason: why, when given.
+        cancelled_at: when (ISO 8601, UTC), when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        cancelled_by: str | None = None,
+        reason: str | None = None,
+        cancelled_at: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.cancelled_by = cancelled_by
+        self.reason = reason
+        self.cancelled_at = cancelled_at
+
+
 class InterruptChangedError(AlreadyResumed):
     """An answer was given for a question (the interrupt recorded at ``checkpoint_id``) that
     is no longer the one the run waits on: the run was answered and moved on, and is now
     paused on another question, or on none. Nothing was stored or claimed; read the question
-    now pending and answer that one (docs/design.md, "Interrupts and the claim").
+    now pending and answer that one (docs/design.md §5).
 
     Attributes:
         checkpoint_id: the interrupted checkpoint the answer was given for.
@@ -321,6 +356,39 @@ class ExecutionError(TetherError):
     """A runner's own rule failed while executing."""
 
 
+class StepTimeoutError(ExecutionError):
+    """A step (a chain node, an agent's tool, a model call) ran past its ``timeout_seconds``.
+
+    The run ends ``failed`` and stays resumable like any failed run: an ``async`` step was
+    cancelled at its ``await``; a synchronous one runs on in its own thread, abandoned, and
+    its result is never committed (docs/design.md §12, "Step timeouts").
+
+    Attributes:
+        step: what overran: ``node 'charge'``, ``tool 'search'``, ``model call``.
+        timeout_seconds: the limit it had, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str,
+        timeout_seconds: float,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.step = step
+        self.timeout_seconds = timeout_seconds
+
+
+class RunDeadlineExceeded(StepTimeoutError):
+    """The run ran past its runner's ``deadline_seconds``, counted from the run's creation:
+    at a step boundary, or mid-step (the step's limit is capped by what is left). The run
+    ends ``failed``; a resume fails again at once, since the deadline has passed: fork it to
+    run again with a deadline of its own."""
+
+
 class MaxIterationsExceeded(ExecutionError):
     """A cycle edge was taken more times than its ``max_iterations`` allows."""
 
@@ -329,7 +397,7 @@ class InterruptSignal(BaseException):
     """Raised by :func:`tether.interrupt` on first pass to suspend the step for a human.
 
     Derives from ``BaseException`` so that ``except Exception:`` in user code does not swallow
-    it (DESIGN section 5). The executor catches it, records the pending interrupt and returns a
+    it (docs/design.md §5). The executor catches it, records the pending interrupt and returns a
     paused result.
 
     Attributes:
@@ -339,6 +407,8 @@ class InterruptSignal(BaseException):
         key: the ``key=`` given to ``interrupt()``, if any.
         occurrence: how many calls with this reason and key the step made before this one;
             with ``reason`` and ``key`` it is the question's identity (``tether.interrupt``).
+        deadline: ``{"timeout_seconds": float, "on_timeout": {"resume": {...}} | "fail" |
+            "cancel"}`` when the question has an approval deadline, else ``None``.
     """
 
     def __init__(
@@ -349,6 +419,7 @@ class InterruptSignal(BaseException):
         index: int = 0,
         key: str | None = None,
         occurrence: int = 0,
+        deadline: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -356,3 +427,4 @@ class InterruptSignal(BaseException):
         self.index = index
         self.key = key
         self.occurrence = occurrence
+        self.deadline = deadline

@@ -3,13 +3,13 @@
 First pass, ``interrupt()`` raises :class:`~tether.errors.InterruptSignal`; the executor
 records the pending interrupt and the run pauses with no process alive. On resume the step runs
 again from its top and the ``interrupt()`` call that asked the question returns the
-:class:`Resume` given for it (DESIGN section 5).
+:class:`Resume` given for it (docs/design.md §5).
 
-This module is the one home of the answer-matching rule (docs/design.md, "Interrupts and the
-claim"): every answer is bound to the identity of the question it answers, its
-:class:`InterruptIdentity` ``(reason, key, occurrence)``, and an ``interrupt()`` call returns
-only the answer bound to its own identity. A re-executed step that reaches another question
-first pauses on it; the answers it holds stay bound to their questions.
+This module is the one home of the answer-matching rule (docs/design.md §5): every answer is
+bound to the identity of the question it answers, its :class:`InterruptIdentity` ``(reason,
+key, occurrence)``, and an ``interrupt()`` call returns only the answer bound to its own
+identity. A re-executed step that reaches another question first pauses on it; the answers it
+holds stay bound to their questions.
 """
 
 from __future__ import annotations
@@ -38,14 +38,17 @@ class Resume:
     Attributes:
         approved: whether the human approved.
         data: any JSON-able payload, e.g. edited values.
-        metadata: free-form JSON-able details (who answered, a note).
+        metadata: free-form JSON-able details. Three keys make the answer's entry in the
+            run's audit trail (:mod:`tether.audit`): ``"answered_by"`` (who answered, a
+            str), ``"note"`` (a str) and ``"via"`` (a str naming the surface: tether's own are
+            ``"cli"``, ``"web"``, ``"api"``, ``"code"`` (the default) and ``"worker"``).
         checkpoint_id: the question this answers: the ``checkpoint_id`` of the pending
             interrupt the human was shown (``result.pending_interrupt["checkpoint_id"]``,
             ``PendingInterrupt.checkpoint_id``). A resume given it is refused with
             :class:`~tether.errors.InterruptChangedError`, nothing claimed, when the run
             waits on another question by then (it was answered elsewhere and moved on); the
             check is part of the claim's own statement. ``None`` answers whatever question
-            the run waits on (docs/design.md, "Interrupts and the claim"). Not stored with
+            the run waits on (docs/design.md §5). Not stored with
             the answer.
     """
 
@@ -73,6 +76,11 @@ class Resume:
                 "Resume.checkpoint_id must be a non-empty str (the pending interrupt's "
                 f"checkpoint_id) or None, got {self.checkpoint_id!r}"
             )
+        from .audit import check_answer_metadata  # imports nothing from here at load time
+
+        wrong = check_answer_metadata(self.metadata)
+        if wrong is not None:
+            raise ChainResumeError(wrong)
         from .serde import dumps  # serde imports nothing from here; local to keep layers clear
 
         dumps(self.to_dict(), "resume_value")
@@ -252,7 +260,13 @@ class InterruptScope:
             _scope.reset(self._token)
             self._token = None
 
-    def ask(self, reason: str, context: Any, key: str | None) -> Resume:
+    def ask(
+        self,
+        reason: str,
+        context: Any,
+        key: str | None,
+        deadline: dict[str, Any] | None = None,
+    ) -> Resume:
         """Answer the next ``interrupt()`` call, or raise the signal that pauses the step."""
         index = self.calls
         self.calls += 1
@@ -268,17 +282,22 @@ class InterruptScope:
         if found is not None:
             self._used.add(found)
             return self.answers[found].value
-        raise InterruptSignal(reason, context, index=index, key=key, occurrence=occurrence)
+        raise InterruptSignal(
+            reason, context, index=index, key=key, occurrence=occurrence, deadline=deadline
+        )
 
     def paused_input(self, sig: InterruptSignal) -> dict[str, Any]:
         """The ``node_input`` entries of the row that records a pause at ``sig``: every answer
         the step holds (each still bound to its question, whether this execution reached it
         or not), the question asked, and the call's position."""
-        return {
+        out = {
             "answers": dump_answers(self.answers),
             "interrupt_index": sig.index,
             _IDENTITY_KEY: InterruptIdentity(sig.reason, sig.key, sig.occurrence).to_dict(),
         }
+        if getattr(sig, "deadline", None) is not None:
+            out[DEADLINE_KEY] = sig.deadline
+        return out
 
     def unused(self, execution_id: str, node_id: str) -> list[dict[str, Any]] | None:
         """The answers this step execution held and never returned, as stored on the row
@@ -309,11 +328,18 @@ def interrupt_scope(answers: list[Answer]) -> InterruptScope:
     return InterruptScope(list(answers))
 
 
-def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Resume:
+def interrupt(
+    reason: str,
+    context: Any = None,
+    *,
+    key: str | None = None,
+    timeout_seconds: float | None = None,
+    on_timeout: Resume | str | None = None,
+) -> Resume:
     """Ask a human; returns their :class:`Resume` when the step is re-entered with one.
 
     The answer is bound to the question's identity: ``reason``, ``key`` and how many times the
-    step asked that reason and key before (docs/design.md, "Interrupts and the claim"). A
+    step asked that reason and key before (docs/design.md §5). A
     re-executed step whose calls come in another order (``asyncio.gather``, a loop over data
     whose order changed) still gets each answer at the question it was given for; a question
     with no answer yet pauses the run, never takes another question's answer.
@@ -324,6 +350,13 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
             suspend time and never recomputed.
         key: tells apart questions that share a reason within one step, e.g. the item id in a
             loop over items whose order may change between executions.
+        timeout_seconds: an approval deadline: if nobody answers within this many seconds of
+            the pause, a worker serving the run's runner applies ``on_timeout`` (no other
+            process need be alive). docs/design.md §12, "Approval deadlines".
+        on_timeout: what the deadline does: a :class:`Resume` (the default answer, recorded
+            in the audit trail as given by the deadline, and the run continues), ``"fail"``
+            (the run ends ``failed`` with ``ApprovalTimeout``; default) or ``"cancel"`` (the
+            run is cancelled). Only with ``timeout_seconds``.
 
     Returns:
         The answer given for this question, on resume.
@@ -331,7 +364,8 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
     Raises:
         InterruptSignal: the question has no answer yet (a ``BaseException``: do not catch
             it); the executor turns it into a paused run.
-        ConfigurationError: ``reason`` is not a str, or ``key`` is not a str or ``None``.
+        ConfigurationError: ``reason`` is not a str, ``key`` is not a str or ``None``, or the
+            deadline's arguments are not as described.
         InterruptOutsideRunError: no step of a run is executing (a node called directly, e.g.
             in a unit test); :func:`tether.testing.run_node` runs one with answers.
     """
@@ -341,6 +375,7 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
         raise ConfigurationError(
             f"interrupt(key=...) must be a str or None, got {type(key).__name__}"
         )
+    deadline = _deadline(timeout_seconds, on_timeout)
     scope = _scope.get()
     if scope is None:
         raise InterruptOutsideRunError(
@@ -350,7 +385,41 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
             "answers=[Resume(approved=True)]) to run one node with the answers to give it.",
             reason=reason,
         )
-    return scope.ask(reason, context, key)
+    return scope.ask(reason, context, key, deadline)
+
+
+DEADLINE_KEY = "deadline"
+"""The ``node_input`` entry of an interrupted row that holds its question's approval deadline
+(read by the store for ``pending_interrupts.due_at`` and by the worker that applies it)."""
+ON_TIMEOUT_ACTIONS = ("fail", "cancel")
+
+
+def _deadline(timeout_seconds: Any, on_timeout: Any) -> dict[str, Any] | None:
+    """The deadline entry of ``interrupt()``'s arguments, checked."""
+    if timeout_seconds is None:
+        if on_timeout is not None:
+            raise ConfigurationError("interrupt(on_timeout=...) needs timeout_seconds=")
+        return None
+    if (
+        isinstance(timeout_seconds, bool)
+        or not isinstance(timeout_seconds, int | float)
+        or not timeout_seconds > 0
+    ):
+        raise ConfigurationError(
+            f"interrupt(timeout_seconds=...) must be a number of seconds > 0, got "
+            f"{timeout_seconds!r}"
+        )
+    action: Any
+    if on_timeout is None or on_timeout in ON_TIMEOUT_ACTIONS:
+        action = on_timeout or "fail"
+    elif isinstance(on_timeout, Resume):
+        action = {"resume": on_timeout.to_dict()}
+    else:
+        raise ConfigurationError(
+            "interrupt(on_timeout=...) must be a Resume (the default answer), 'fail' or "
+            f"'cancel', got {on_timeout!r}"
+        )
+    return {"timeout_seconds": float(timeout_seconds), "on_timeout": action}
 
 
 def check_resume_value(value: Any) -> Resume | None:

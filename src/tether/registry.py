@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
+from . import _app_version
 from .errors import ConfigurationError, RunnerMismatchError, RunNotFoundError
 from .interrupt import Resume
 from .store.base import Checkpointer, RunRecord
@@ -65,7 +66,7 @@ class Runner(Protocol):
     """Anything a registry can hold: ``Chain`` today, ``Agent``/``Swarm``/``Supervisor`` too.
 
     A runner has a ``name`` (recorded on each run it starts), a ``kind`` (``chain``, ``agent``,
-    ``swarm``, ``supervisor``) and the resume and fork verbs of DESIGN section 1.
+    ``swarm``, ``supervisor``) and the resume and fork verbs of docs/design.md §1.
     """
 
     @property
@@ -77,7 +78,7 @@ class Runner(Protocol):
         """``chain``, ``agent``, ``swarm`` or ``supervisor``."""
 
     async def aresume(self, execution_id: str, resume_value: Resume | None = None) -> Any:
-        """Continue a run (DESIGN section 4)."""
+        """Continue a run (docs/design.md §4)."""
 
     async def afork(
         self,
@@ -87,7 +88,7 @@ class Runner(Protocol):
         state_updates: dict[str, Any] | None = None,
         resume_value: Resume | None = None,
     ) -> Any:
-        """Branch a new run from a checkpoint (DESIGN section 9)."""
+        """Branch a new run from a checkpoint (docs/design.md §9)."""
 
     def resume(self, execution_id: str, resume_value: Resume | None = None) -> Any:
         """Sync twin of :meth:`aresume`."""
@@ -121,23 +122,63 @@ class Registry:
 
     Args:
         *runners: the runners; each name must be unique within the registry.
+        version: the version of this code (e.g. a release tag or git sha), recorded on each
+            run its runners start (default: the ``TETHER_APP_VERSION`` environment variable,
+            else none). docs/design.md §13.
+        compatible_versions: other versions whose runs this code can continue; a worker of
+            this registry serves its own version, these, and runs with no version recorded.
 
     Raises:
-        ConfigurationError: an argument is not a runner, or two runners share a name.
+        ConfigurationError: an argument is not a runner, two runners share a name, or a
+            version is not a non-empty string (or has a comma), or ``compatible_versions``
+            is given without a version.
 
     Example::
 
-        app = Registry(refunds_chain, support_agent)
+        app = Registry(refunds_chain, support_agent, version="1.5", compatible_versions=["1.4"])
         app.get("refunds").resume(execution_id)
     """
 
-    def __init__(self, *runners: Runner) -> None:
+    def __init__(
+        self,
+        *runners: Runner,
+        version: str | None = None,
+        compatible_versions: Iterable[str] = (),
+    ) -> None:
+        self.version = (
+            _app_version.check_version(version) if version is not None else _app_version.from_env()
+        )
+        if isinstance(compatible_versions, str):
+            raise ConfigurationError(
+                f"compatible_versions must be a list of versions, got the string "
+                f"{compatible_versions!r}"
+            )
+        compatible = [
+            _app_version.check_version(v, "compatible version") for v in compatible_versions
+        ]
+        if compatible and self.version is None:
+            raise ConfigurationError(
+                "compatible_versions needs a version of this code too: pass version=... or "
+                f"set {_app_version.ENV_VAR}"
+            )
+        self.compatible_versions = tuple(dict.fromkeys(compatible))
         self._runners: dict[str, Runner] = {}
         for runner in runners:
             self.add(runner)
 
     def __repr__(self) -> str:
-        return f"Registry({', '.join(repr(n) for n in self._runners)})"
+        names = ", ".join(repr(n) for n in self._runners)
+        return (
+            f"Registry({names}, version={self.version!r})" if self.version else f"Registry({names})"
+        )
+
+    def served_versions(self) -> list[str] | None:
+        """The versions a worker of this registry claims runs of (besides runs with no version
+        recorded, which every worker serves): this code's version and its compatible ones;
+        ``None`` (every run) when this code declares no version. docs/design.md §13."""
+        if self.version is None:
+            return None
+        return list(dict.fromkeys((self.version, *self.compatible_versions)))
 
     def __len__(self) -> int:
         return len(self._runners)
@@ -161,6 +202,8 @@ class Registry:
                 "each run records only its runner's name"
             )
         self._runners[checked.name] = checked
+        if self.version is not None:
+            _app_version.bind((checked,), self.version)
         return checked
 
     def names(self) -> list[str]:

@@ -1,5 +1,5 @@
 """Workers: processes that continue crashed runs, start queued runs and pick up approvals
-(DESIGN section 10; ``docs/workers.md``).
+(docs/design.md §10; ``docs/workers.md``).
 
 Run as many workers as you like against one Postgres database (or, on one machine, one SQLite
 file). Each worker loops:
@@ -21,6 +21,11 @@ file). Each worker loops:
 A run claimed ``max_attempts`` times without a clean finish (it keeps killing its workers) is
 marked ``failed`` with a ``DeadLetter: ...`` error instead of being run again.
 
+Each loop also applies the approval deadlines that fell due on questions of the runners it
+serves (``interrupt(..., timeout_seconds=, on_timeout=)``; :mod:`tether._deadlines`): a
+default answer is stored (and claimed by the loop's next claim), or the run ends failed or
+cancelled.
+
 A run this worker's code cannot re-enter (:class:`~tether.errors.MissingStepError`: a tool,
 agent or node was renamed or removed by a deploy) is not a crash: nothing was claimed, so the
 run stays as it was (paused with its answer, or crashed), its lease is given back as after a
@@ -36,11 +41,12 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import _lease
+from . import _app_version, _lease
+from ._deadlines import apply_due
 from ._runner import new_owner, run_sync
 from .checkpoint import new_id
 from .errors import (
@@ -121,8 +127,10 @@ class _Worker:
         poll_interval_seconds: float,
         max_attempts: int,
         per_runner_limit: dict[str, int],
+        versions: list[str] | None,
     ) -> None:
         self.registry = registry
+        self.versions = versions
         self.store = store
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
@@ -153,6 +161,7 @@ class _Worker:
             runner_names=self.registry.names(),
             runner_slots=slots or None,
             exclude_execution_ids=sorted(self.left) or None,
+            app_versions=self.versions,
         )
         for run in claimed:
             if run.execution_id in self.active:  # already ours (a renewed claim)
@@ -277,6 +286,7 @@ async def arun_worker(
     max_attempts: int = 5,
     stop: Stop | None = None,
     per_runner_limit: dict[str, int] | None = None,
+    versions: Iterable[str] | None = None,
 ) -> WorkerStats:
     """Run a worker until ``stop`` is set (see the module docstring).
 
@@ -294,6 +304,10 @@ async def arun_worker(
         stop: when set (a ``threading.Event``, ``asyncio.Event`` or a callable returning
             ``True``), the worker claims nothing more, lets its runs finish and returns.
         per_runner_limit: at most this many runs of a runner name at once in this worker.
+        versions: the versions of the code whose runs this worker serves (runs with no
+            version recorded are served too); default: ``registry.served_versions()``, its
+            own version and its compatible ones, or every run when it declares no version.
+            Runs of other versions are never claimed (docs/design.md §13).
 
     Returns:
         What the worker did.
@@ -316,12 +330,20 @@ async def arun_worker(
         poll_interval_seconds=poll_interval_seconds,
         max_attempts=max_attempts,
         per_runner_limit=dict(per_runner_limit or {}),
+        versions=served_versions(registry, versions),
     )
     _lease._ACTIVE.add(worker.owner)
-    log.info("worker %s started (concurrency %d)", worker.owner, concurrency)
+    log.info(
+        "worker %s started (concurrency %d, versions %s)",
+        worker.owner,
+        concurrency,
+        "all" if worker.versions is None else ", ".join(worker.versions) or "unversioned only",
+    )
     try:
         while not _stopped(stop):
             try:
+                # Deadlines first: a default answer stored now is claimed just below.
+                await apply_due(worker.store, runner_names=registry.names())  # type: ignore[arg-type]
                 got = await worker.claim()
             except StoreError as exc:
                 log.warning("claim failed: %s", exc)
@@ -360,6 +382,7 @@ def run_worker(
     max_attempts: int = 5,
     stop: Stop | None = None,
     per_runner_limit: dict[str, int] | None = None,
+    versions: Iterable[str] | None = None,
 ) -> WorkerStats:
     """Sync twin of :func:`arun_worker` (blocks until ``stop`` is set)."""
     return run_sync(
@@ -372,9 +395,28 @@ def run_worker(
             max_attempts=max_attempts,
             stop=stop,
             per_runner_limit=per_runner_limit,
+            versions=versions,
         ),
         blocking_store=False,
     )
+
+
+def served_versions(registry: Registry, versions: Iterable[str] | None) -> list[str] | None:
+    """The versions a worker of ``registry`` serves: ``versions`` (with the registry's own
+    version) when given, else :meth:`Registry.served_versions`; ``None``: every run.
+
+    Raises:
+        ConfigurationError: a version that is not a non-empty string, or has a comma.
+    """
+    if versions is None:
+        return registry.served_versions()
+    if isinstance(versions, str):
+        raise ConfigurationError(
+            f"versions must be a list of versions, got the string {versions!r}"
+        )
+    served = [_app_version.check_version(v, "served version") for v in versions]
+    own = [registry.version] if registry.version is not None else []
+    return list(dict.fromkeys((*own, *served)))
 
 
 async def aenqueue(
@@ -384,13 +426,19 @@ async def aenqueue(
     *,
     execution_id: str | None = None,
     priority: int = 0,
+    app_version: str | None = None,
 ) -> str:
     """Async twin of :func:`enqueue`."""
     if not isinstance(runner_name, str) or not runner_name:
         raise ConfigurationError(f"runner_name must be a non-empty str, got {runner_name!r}")
+    version = (
+        _app_version.check_version(app_version, "app_version")
+        if app_version is not None
+        else _app_version.from_env()
+    )
     store = _check(_open(store_or_url))
     eid = execution_id or new_id()
-    await store.aenqueue_run(eid, runner_name, input, priority=int(priority))
+    await store.aenqueue_run(eid, runner_name, input, priority=int(priority), app_version=version)
     return eid
 
 
@@ -401,6 +449,7 @@ def enqueue(
     *,
     execution_id: str | None = None,
     priority: int = 0,
+    app_version: str | None = None,
 ) -> str:
     """Record a run for a worker to start (status ``queued``).
 
@@ -414,6 +463,9 @@ def enqueue(
         input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
         execution_id: the run's id (default: a random one).
         priority: higher starts first.
+        app_version: the version of the code the run is meant for, so that only workers
+            serving it start the run (default: ``TETHER_APP_VERSION``; without either, the
+            first worker to claim it records its own). docs/design.md §13.
 
     Returns:
         The run's execution_id.
@@ -423,5 +475,12 @@ def enqueue(
         SerializationError: the input cannot be stored as JSON (nothing written).
     """
     return run_sync(
-        aenqueue(store_or_url, runner_name, input, execution_id=execution_id, priority=priority)
+        aenqueue(
+            store_or_url,
+            runner_name,
+            input,
+            execution_id=execution_id,
+            priority=priority,
+            app_version=app_version,
+        )
     )

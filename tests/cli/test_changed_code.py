@@ -162,7 +162,9 @@ def test_a_worker_without_the_step_leaves_the_run_paused_once_and_never_dead_let
         _stop(worker)
     text = log.read_text()
     assert "Traceback" not in text and "DeadLetter" not in text
-    [line] = [entry for entry in text.splitlines() if "c4" in entry]
+    lines = [entry for entry in text.splitlines() if "c4" in entry]
+    assert len(lines) == 1, text
+    [line] = lines
     assert "tool 'refund'" in line and "Deploy code that has it" in line
     run = store.get_run("c4")
     assert run.status == "paused" and run.owner is None

@@ -18,8 +18,12 @@ deploy) comes from environment variables:
   of a class defined inside a function (``state``, ``context``, ``result``); elsewhere it uses
   module-level classes;
 - ``TETHER_TEST_RECEIPT_KEY``: the idempotency key of ``issue_receipt`` (default: derived);
+- ``TETHER_TEST_REVIEW`` / ``TETHER_TEST_PACK``: the names of the ``receipts`` chain's
+  approval node (default ``review``) and of the ``fulfil`` chain's first node (``pack``);
+- ``TETHER_TEST_RENAMED``: the rename map of the ``desk`` agent and of the ``receipts`` and
+  ``fulfil`` chains, as ``old:new,old2:new2`` (docs/design.md §13);
 - ``TETHER_TEST_STEPS``: a file that gets one line per effect (``refund A-1``, ``wire A-1``,
-  ``receipt A-1``, ``tool refund``).
+  ``receipt A-1``, ``tool refund``, ``pack A-1``).
 """
 
 from __future__ import annotations
@@ -96,8 +100,13 @@ def _llm() -> ScriptedLLM:
     return ScriptedLLM([[call], "Refund handled."], resume_aware=True)
 
 
+def _renamed() -> dict[str, str]:
+    pairs = [p.split(":", 1) for p in os.environ.get("TETHER_TEST_RENAMED", "").split(",") if p]
+    return {old: new for old, new in pairs}
+
+
 def desk(store: tether.Checkpointer) -> Agent:
-    return Agent("desk", llm=_llm(), tools=[_refund_tool()], checkpointer=store)
+    return Agent("desk", llm=_llm(), tools=[_refund_tool()], checkpointer=store, renamed=_renamed())
 
 
 def desk_swarm(store: tether.Checkpointer) -> Swarm:
@@ -183,7 +192,8 @@ def issue_receipt(order_id: str, amount: int) -> Any:
 
 
 def receipts(store: tether.Checkpointer) -> Chain:
-    chain = Chain("receipts", store)
+    chain = Chain("receipts", store, renamed=_renamed())
+    review_node = os.environ.get("TETHER_TEST_REVIEW", "review")
 
     def stamp(state: dict[str, Any]) -> dict[str, Any]:
         return {"stamp": _stamp(state["order_id"], "state")}
@@ -196,10 +206,28 @@ def receipts(store: tether.Checkpointer) -> Chain:
         return {"receipt": issue_receipt(state["order_id"], 900)}
 
     chain.add_node("stamp", stamp)
-    chain.add_node("review", review)
+    chain.add_node(review_node, review)
     chain.add_node("pay", pay)
-    chain.add_edge("stamp", "review")
-    chain.add_edge("review", "pay")
+    chain.add_edge("stamp", review_node)
+    chain.add_edge(review_node, "pay")
+    return chain
+
+
+# --- fulfil: a step with an effect, to crash in (lease of 1 s: a worker takes it over soon) -
+@idempotent
+def pack_order(order_id: str) -> str:
+    effect(f"pack {order_id}")
+    return f"packed {order_id}"
+
+
+def fulfil(store: tether.Checkpointer) -> Chain:
+    chain = Chain("fulfil", store, renamed=_renamed())
+    chain.lease_seconds = 1.0
+    chain.add_node(
+        os.environ.get("TETHER_TEST_PACK", "pack"),
+        lambda state: {"packed": pack_order(state["order_id"])},
+    )
+    chain.add_node("close", lambda state: {"closed": True})
     return chain
 
 
@@ -210,10 +238,12 @@ RUNNERS = {
     "desk_supervisor": desk_supervisor,
     "desk_flow": desk_flow,
     "receipts": receipts,
+    "fulfil": fulfil,
 }
 INPUTS: dict[str, Any] = {
     "approvals": {"order_id": "A-1"},
     "receipts": {"order_id": "A-1"},
+    "fulfil": {"order_id": "A-1"},
     "desk": "Please refund order A-1",
     "desk_swarm": "Please refund order A-1",
     "desk_supervisor": "Please refund order A-1",

@@ -53,6 +53,21 @@ def test_api_lists_runs_with_status_and_runner_filters(client, store):
     assert client.get("/api/runs?status=bogus", headers=bearer()).status_code == 400
 
 
+def test_api_filters_runs_by_version_and_several_statuses_and_shows_the_version(
+    client, store, monkeypatch
+):
+    monkeypatch.setenv("TETHER_APP_VERSION", "1.4")
+    old = paused_run(store)
+    monkeypatch.setenv("TETHER_APP_VERSION", "1.5")
+    new_done, new_paused = completed_run(store), paused_run(store, order_id="C-3")
+    listed = client.get("/api/runs?version=1.4", headers=bearer()).json()
+    assert [(r["execution_id"], r["app_version"]) for r in listed] == [(old, "1.4")]
+    both = client.get("/api/runs?version=1.5&status=paused,completed", headers=bearer()).json()
+    assert {r["execution_id"] for r in both} == {new_done, new_paused}
+    assert client.get("/api/runs?status=paused,bogus", headers=bearer()).status_code == 400
+    assert client.get(f"/api/runs/{old}", headers=bearer()).json()["run"]["app_version"] == "1.4"
+
+
 def test_api_shows_a_run_timeline_with_diffs_pending_interrupt_and_cache(client, store):
     eid = paused_run(store)
     shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()
@@ -93,7 +108,7 @@ def test_api_approve_resumes_the_run_and_a_second_approval_is_409_and_changes_no
     assert body["resume_value"] == {
         "approved": True,
         "data": {"cap": 400},
-        "metadata": {"via": "web", "note": "fine"},
+        "metadata": {"via": "api", "note": "fine"},
     }
     assert body["output"]["approved"] is True and body["output"]["notified"] is True
     rows_before = len(store.list(eid))
@@ -125,7 +140,7 @@ def test_without_a_runner_for_the_run_the_answer_is_stored_and_says_so(store):
         assert pending.resume_value == {
             "approved": True,
             "data": [1],
-            "metadata": {"via": "web", "note": "ok"},
+            "metadata": {"via": "api", "note": "ok"},
         }
         assert store.get_run(eid).status == "paused"
         again = client.post(f"/api/runs/{eid}/reject", json={}, headers=bearer())
@@ -298,27 +313,31 @@ def test_sessions_are_signed_and_expire():
     sessions = Sessions("tok")
     session, cookie = sessions.new(authenticated=True)
     assert sessions.load(cookie) == session
-    nonce, flag, issued, sig = cookie.split(".")
-    assert sessions.load(f"{nonce}.1.{issued}.{'0' * len(sig)}") is None
+    nonce, flag, issued, user, sig = cookie.split(".")
+    assert sessions.load(f"{nonce}.1.{issued}.{user}.{'0' * len(sig)}") is None
     assert Sessions("other").load(cookie) is None  # a new token logs everyone out
     old = str(int(_time.time()) - SESSION_MAX_AGE_SECONDS - 5)
-    body = f"{nonce}.{flag}.{old}"
+    body = f"{nonce}.{flag}.{old}.{user}"
     assert sessions.load(f"{body}.{sessions._sign(body)}") is None
     assert sessions.csrf_ok(session, sessions.csrf_token(session))
     assert not sessions.csrf_ok(session, "")
 
 
-def test_ids_holding_a_slash_open_and_answer(client, store):
+def test_ids_holding_a_slash_open_and_answer_only_when_encoded_as_one_segment(client, store):
     from tests.support.chains import orders_chain
 
     eid = "tenant/order-1"
     orders_chain(store).run({"order_id": "S-1", "amount": 500}, execution_id=eid)
-    assert client.get(f"/api/runs/{eid}", headers=bearer()).json()["run"]["execution_id"] == eid
-    answered = client.post(f"/api/runs/{eid}/approve", json={}, headers=bearer())
+    split = client.get(f"/api/runs/{eid}", headers=bearer())
+    assert split.status_code == 404 and "percent-encoded" in split.json()["error"]
+    encoded = "tenant%2Forder-1"
+    shown = client.get(f"/api/runs/{encoded}", headers=bearer())
+    assert shown.json()["run"]["execution_id"] == eid
+    answered = client.post(f"/api/runs/{encoded}/approve", json={}, headers=bearer())
     assert answered.status_code == 200, answered.text
     assert store.get_run(eid).status == "completed"
     assert login(client).status_code == 303
-    page = client.get(f"/runs/{eid}")
+    page = client.get(f"/runs/{encoded}")
     assert page.status_code == 200 and "tenant/order-1" in page.text
 
 
@@ -381,3 +400,24 @@ def test_the_timeline_labels_rows_by_what_they_record(store):
         assert login(c).status_code == 303
         page = c.get(f"/runs/{failed.execution_id}").text
     assert "before tool call" in page and "<th>step_type</th>" not in page
+
+
+def test_api_run_shows_the_answer_in_the_audit_trail_and_the_completed_runs_output(client, store):
+    eid = paused_run(store)
+    question = store.get_pending_interrupt(eid).checkpoint_id
+    client.post(
+        f"/api/runs/{eid}/approve", json={"note": "fine", "data": {"cap": 4}}, headers=bearer()
+    )
+
+    shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()
+    [entry] = shown["audit"]
+    assert (entry["action"], entry["via"], entry["actor"], entry["note"], entry["data"]) == (
+        "approved",
+        "api",
+        None,  # the shared token names nobody
+        "fine",
+        {"cap": 4},
+    )
+    assert entry["checkpoint_id"] == question and entry["interrupt"]["node_id"] == "review"
+    assert shown["result"]["status"] == "completed"
+    assert shown["result"]["output"]["notified"] is True

@@ -1,4 +1,4 @@
-"""Schema migrations carry older databases forward and keep their runs (DESIGN section 7:
+"""Schema migrations carry older databases forward and keep their runs (docs/design.md §7:
 migrations run forward only): version 2 added run leases and the queue, version 3 dropped the
 primary key on ``checkpoint_id``."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -110,18 +111,14 @@ def _assert_carried_over(store: object, eid: str, before: list[tether.Checkpoint
 
 
 def test_a_version_2_sqlite_file_migrates_to_3_without_the_checkpoint_id_key(tmp_path, monkeypatch):
-    import tether.store.sqlite as sqlite_store
-
     path = tmp_path / "v2.db"
-    monkeypatch.setattr(sqlite_store, "SCHEMA_VERSION", 2)
-    old = tether.SQLiteCheckpointer(path)
+    old = _open_at("sqlite", str(path), monkeypatch, 2)
     eid = _branching_chain(old).run({}).execution_id
     before = old.list(eid)
     assert old.schema_version() == 2
     old.close()
-    monkeypatch.undo()
 
-    store = tether.SQLiteCheckpointer(path)
+    store = _open_at("sqlite", str(path), monkeypatch, None)
     assert store.schema_version() == SCHEMA_VERSION
     _assert_carried_over(store, eid, before)
     store.close()
@@ -135,19 +132,15 @@ def test_a_version_2_sqlite_file_migrates_to_3_without_the_checkpoint_id_key(tmp
 def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key(
     pg_schema, monkeypatch
 ):
-    import tether.store._postgres_sql as pg_sql
-
-    monkeypatch.setattr(pg_sql, "SCHEMA_VERSION", 2)
-    old = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    old = _open_at("postgres", pg_schema, monkeypatch, 2)
     try:
         eid = _branching_chain(old).run({}).execution_id
         before = old.list(eid)
         assert old.schema_version() == 2
     finally:
         old.close()
-    monkeypatch.undo()
 
-    store = tether.PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    store = _open_at("postgres", pg_schema, monkeypatch, None)
     try:
         assert store.schema_version() == PG_SCHEMA_VERSION
         _assert_carried_over(store, eid, before)
@@ -168,14 +161,74 @@ def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: in
     if version is not None:
         monkeypatch.setattr(sqlite_store, "SCHEMA_VERSION", version)
         monkeypatch.setattr(pg_sql, "SCHEMA_VERSION", version)
+    else:
+        _later_columns(kind, where, add=False)
     try:
         if kind == "sqlite":
-            return tether.SQLiteCheckpointer(where)
-        store = tether.PostgresCheckpointer(PG_DSN, schema=where)
-        store.setup()  # Postgres migrates on first use: now, while the version is patched
-        return store
+            store: Any = tether.SQLiteCheckpointer(where)
+        else:
+            store = tether.PostgresCheckpointer(PG_DSN, schema=where)
+            store.setup()  # Postgres migrates on first use: now, while the version is patched
     finally:
         monkeypatch.undo()
+    if version is not None:
+        _later_columns(kind, where, add=True)
+    return store
+
+
+# Columns of the runs table added after the versions these tests open at, which this tether's
+# code writes and reads: added to an old schema while old rows are written through this code,
+# and dropped again before the upgrade, which adds them itself.
+_LATER_RUN_COLUMNS = {"app_version": 8}
+
+
+def _later_columns(kind: str, where: str, *, add: bool) -> None:
+    sqls = []
+    for column, since in _LATER_RUN_COLUMNS.items():
+        if _schema_version(kind, where) >= since or _has_column(kind, where, column) == add:
+            continue
+        verb = f"ADD COLUMN {column} text" if add else f"DROP COLUMN {column}"
+        table = "runs" if kind == "sqlite" else f'"{where}".runs'
+        sqls.append(f"ALTER TABLE {table} {verb}")
+    _execute(kind, where, sqls)
+
+
+def _query(kind: str, where: str, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+    if kind == "sqlite":
+        conn = sqlite3.connect(where)
+        try:
+            return conn.execute(sql.replace("%s", "?"), args).fetchall()
+        finally:
+            conn.close()
+    with psycopg.connect(PG_DSN, autocommit=True) as pg:
+        cur = pg.execute(sql, args)
+        return cur.fetchall() if cur.description else []
+
+
+def _execute(kind: str, where: str, sqls: list[str]) -> None:
+    for sql in sqls:
+        _query(kind, where, sql)
+
+
+def _schema_version(kind: str, where: str) -> int:
+    table = "tether_schema" if kind == "sqlite" else f'"{where}".tether_schema'
+    try:
+        return int(_query(kind, where, f"SELECT MAX(version) FROM {table}")[0][0] or 0)
+    except (sqlite3.Error, psycopg.Error):  # no schema yet
+        return 0
+
+
+def _has_column(kind: str, where: str, column: str) -> bool:
+    if kind == "sqlite":
+        return any(row[1] == column for row in _query(kind, where, "PRAGMA table_info(runs)"))
+    rows = _query(
+        kind,
+        where,
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+        "AND table_name = 'runs' AND column_name = %s",
+        (where, column),
+    )
+    return bool(rows)
 
 
 def _indexes(kind: str, where: str, table: str) -> set[str]:
@@ -210,7 +263,7 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
 
     store = _open_at(kind, where, monkeypatch, None)
     try:
-        assert store.schema_version() == 4
+        assert store.schema_version() == SCHEMA_VERSION
         assert [cp.state_snapshot for cp in store.list(first)] == [
             cp.state_snapshot for cp in before
         ]
@@ -224,4 +277,4 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
     assert "runs_queue_idx" in _indexes(kind, where, "runs")
     with pytest.raises(tether.errors.SchemaVersionError) as refused:
         _open_at(kind, where, monkeypatch, 3)
-    assert refused.value.found == 4 and refused.value.supported == 3
+    assert refused.value.found == SCHEMA_VERSION and refused.value.supported == 3

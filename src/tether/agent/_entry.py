@@ -1,5 +1,5 @@
 """Where an agent's drive starts: a new run, a resume by the latest row's ``node_id``, a fork
-(DESIGN sections 4 and 9). The loop itself is :mod:`tether.agent._executor`."""
+(docs/design.md §4, §9). The loop itself is :mod:`tether.agent._executor`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, load_run, record_fork_answer
 from ..checkpoint import Checkpoint, new_id
 from ..errors import AlreadyResumed, ConfigurationError
 from ..interrupt import Answer, check_resume_value, stored_answers
@@ -70,7 +70,7 @@ def cursor_at(
     state: dict[str, Any],
     answers: list[Answer] | None = None,
 ) -> Cursor:
-    """The cursor that re-enters an agent row (DESIGN section 4, agents).
+    """The cursor that re-enters an agent row (docs/design.md §4, agents).
 
     ``turn:N`` re-asks the model with the saved history; ``turn:N/tool:X`` re-invokes that tool
     with its saved arguments without calling the model, then dispatches the calls of the turn
@@ -180,4 +180,5 @@ async def fork(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await drive(agent, store, eid, cursor)

@@ -1,5 +1,5 @@
 """The agent executor: the tool loop, a checkpoint before every model call and every tool,
-and the pause (DESIGN sections 2-4, 8). Where a drive starts — a new run, a resume, a fork — is
+and the pause (docs/design.md §2-4, §8). Where a drive starts — a new run, a resume, a fork — is
 decided in :mod:`tether.agent._entry`.
 
 Rows an agent writes, all under ``agent_path = <parent>/agent:<name>``:
@@ -31,8 +31,10 @@ from .. import _lease, _trace, serde
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
 from .._runner import claim_heartbeat
+from .._timeouts import bounded
 from ..checkpoint import Checkpoint
 from ..errors import InterruptSignal, StoreError
+from ..hooks import arecord_pause
 from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
@@ -67,7 +69,7 @@ class Cursor:
         reinvoke_first: the first call's pre-tool row exists already (resume): run it without
             writing another.
         skip_siblings: answer every call after the first with :data:`DID_NOT_RUN` (resume of
-            an interrupted tool, DESIGN section 4 "Several tools in one turn").
+            an interrupted tool, docs/design.md §4 "Several tools in one turn").
         answers: the answers in scope for the first call's ``interrupt()`` calls.
         claim_owner: the claim on a pending interrupt this drive holds, released by its next
             write.
@@ -264,7 +266,14 @@ class _Loop:
                 )
             fault("agent.before_llm")
             with _trace.llm_call(self.eid, self.node_id, agent.llm) as traced:
-                response = await agent.llm.acomplete(self.messages, specs)
+                response = await bounded(
+                    agent.llm.acomplete,
+                    (self.messages, specs),
+                    timeout_seconds=getattr(agent, "model_timeout_seconds", None),
+                    step=f"model call of agent {agent.name!r}",
+                    execution_id=self.eid,
+                    node_id=self.node_id,
+                )
                 traced.response(response)
             fault("agent.after_llm")
             self.usage = self.usage + response.usage
@@ -312,7 +321,7 @@ class _Loop:
 
     async def _boundary(self, reask: int) -> None:
         """The turn row one past the loop's last turn, written before a failure after the
-        loop, so resume re-asks the model instead of re-running a tool (DESIGN section 4)."""
+        loop, so resume re-asks the model instead of re-running a tool (docs/design.md §4)."""
         self.node_id = f"turn:{self.turn}"
         await self._put_turn({"reask": reask, "after_failure": True})
 
@@ -429,7 +438,7 @@ class _Loop:
         return dict(call.arguments)
 
     async def _invoke(self, call: ToolCall) -> str | EndLoop:
-        tool = self.agent.tools.get(call.name)
+        tool = self.agent.tool_named(call.name)
         if tool is None:
             known = ", ".join(sorted(self.agent.tools)) or "none"
             return f"Error: there is no tool named {call.name!r}. Available tools: {known}."
@@ -460,8 +469,8 @@ class _Loop:
             agent_path=tool_path,
             next_node_id=self.node_id,
         )
-        pending = await self.store.arecord_interrupt(
-            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
+        pending = await arecord_pause(
+            self.store, cp, release_claim_of=self.owner, **_lease.ending(self.eid)
         )
         self.owner = None
         return self._result("paused", pending_interrupt=pending.as_dict())

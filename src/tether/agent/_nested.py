@@ -1,4 +1,4 @@
-"""How runners nest inside one run (DESIGN section 8): outer frames, the re-entry handed down
+"""How runners nest inside one run (docs/design.md §8): outer frames, the re-entry handed down
 level by level, and the signal a nested pause travels up by.
 
 **Outer frames.** A composite runner (a chain node that is a runner, a swarm, a supervisor)
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context import _agent_path, current_agent_path
+from .._renames import current_name
 from ..errors import AlreadyResumed, ChainResumeError, MissingStepError
 from ..interrupt import Answer, Resume, answers_with, dump_answers, stored_answers
 
@@ -218,7 +219,7 @@ def check_reentry(
     runner: Any, reentry: ReEntry, execution_id: str, parent: str | None = None
 ) -> None:
     """Refuse a re-entry into a step this code no longer has, before an answer is claimed or
-    anything is written (docs/design.md, "Interrupts and the claim").
+    anything is written (docs/design.md §5).
 
     Walks the row's frames down the topology: each chain node, swarm agent and supervisor
     worker they name must still exist, the agent that wrote the row must sit at the row's
@@ -283,7 +284,7 @@ def check_reentry(
         _check_agent(worker.agent, reentry.deeper(), join_path(path, f"worker:{role}"), missing)
     elif isinstance(runner, Chain) and not reentry.is_own_row:
         # A chain's own rows are checked by its executor (``_check_graph``).
-        node_id = reentry.frame("chain", runner.name).get("node_id")
+        node_id = current_name(runner.renamed, reentry.frame("chain", runner.name).get("node_id"))
         node = runner.runners.get(node_id) if isinstance(node_id, str) else None
         if node is None:
             raise missing(f"the agent node {node_id!r}", f"chain {runner.name!r}")
@@ -299,7 +300,7 @@ def _check_agent(agent: Agent, reentry: ReEntry, path: str, missing: Any) -> Non
         return
     node_input = reentry.node_input if isinstance(reentry.node_input, dict) else {}
     tool = node_input.get("name") or reentry.node_id.partition("/tool:")[2]
-    if tool not in agent.tools:
+    if agent.tool_named(tool) is None:
         known = ", ".join(sorted(agent.tools)) or "none"
         raise missing(f"tool {tool!r}", f"agent {agent.name!r}", f" its tools: {known}")
 

@@ -1,14 +1,16 @@
 """``Agent``: a durable LLM tool loop — the model asks for tools, the tools run, repeat — that
-checkpoints before every model call and every tool (DESIGN sections 1-4, 8, 9)."""
+checkpoints before every model call and every tool (docs/design.md §1-4, §8, §9)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pydantic
 
+from .._renames import check_renamed, current_name
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from .._timeouts import check_timeout
 from ..errors import ConfigurationError
 from ..interrupt import Resume
 from ..llm.base import LLM
@@ -53,10 +55,17 @@ class Agent:
             parsed model with ``output_type``, else the text); raising fails the run.
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat.
+        model_timeout_seconds: the limit of each model call: past it the request is
+            cancelled and the run fails with ``StepTimeoutError`` (resumable: a resume asks
+            the model again). docs/design.md §12.
+        renamed: ``{old_tool_name: new_tool_name}`` for tools a deploy renamed: a call of the
+            old name (in a paused or crashed run's history, or from the model) runs the new
+            tool (docs/design.md §13, rule 5).
 
     Raises:
         ConfigurationError: an empty name, ``max_turns`` below 1, duplicate tool names, an
-            ``output_type`` that is not a pydantic model, or an ``llm`` without ``acomplete``.
+            ``output_type`` that is not a pydantic model, an ``llm`` without ``acomplete``,
+            or a bad rename map.
 
     Example::
 
@@ -78,6 +87,8 @@ class Agent:
         output_type: type[pydantic.BaseModel] | None = None,
         output_guardrail: OutputGuardrail | None = None,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
+        model_timeout_seconds: float | None = None,
+        renamed: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise ConfigurationError("an Agent needs a non-empty name without '/'")
@@ -97,15 +108,24 @@ class Agent:
             if t.name in self.tools:
                 raise ConfigurationError(f"agent {name!r}: two tools are named {t.name!r}")
             self.tools[t.name] = t
+        self.renamed = check_renamed(renamed, f"agent {name!r}")
         self.system_prompt = system_prompt
         self._checkpointer = checkpointer
         self.max_turns = max_turns
         self.output_type = output_type
         self.output_guardrail = output_guardrail
         self.claim_lease_seconds = claim_lease_seconds
+        self.model_timeout_seconds = check_timeout(
+            model_timeout_seconds, f"agent {name!r}: model_timeout_seconds"
+        )
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"
+
+    def tool_named(self, name: str) -> Tool[Any, Any] | None:
+        """The tool a call of ``name`` runs: the tool of that name, or, for a name a deploy
+        renamed (``renamed=``), the tool it is now; ``None`` when the agent has neither."""
+        return self.tools.get(current_name(self.renamed, name))
 
     @property
     def checkpointer(self) -> Checkpointer:
@@ -148,7 +168,7 @@ class Agent:
         *,
         agent_path: str | None = None,
     ) -> AgentResult:
-        """Continue a run from its latest resumable row (DESIGN section 4).
+        """Continue a run from its latest resumable row (docs/design.md §4).
 
         A ``turn:N`` row re-asks the model with the saved history; a ``turn:N/tool:X`` row
         re-invokes that tool with its saved arguments (no model call) and then the turn's later
@@ -173,7 +193,7 @@ class Agent:
                 an answer and the pending interrupt lies outside it.
             ConfigurationError: the run is paused in a tool this agent no longer has (renamed
                 or removed); nothing was claimed and the interrupt stays pending
-                (docs/design.md, "Interrupts and the claim").
+                (docs/design.md §5).
         """
         from ._entry import resume
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
+from .._renames import current_name
+from .._runner import (
+    afork_checkpoint,
+    alatest_resumable,
+    claim,
+    claim_heartbeat,
+    load_run,
+    record_fork_answer,
+)
+from .._timeouts import Deadline
 from ..agent._compose import claim_reentry, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
@@ -20,6 +30,7 @@ from ..errors import (
     SerializationError,
     StoreError,
 )
+from ..hooks import arecord_pause
 from ..interrupt import (
     Answer,
     InterruptScope,
@@ -31,6 +42,7 @@ from ..interrupt import (
 )
 from ..result import ChainResult
 from ..store.base import RunRecord
+from . import _repair
 
 if TYPE_CHECKING:
     from ..agent._nested import ReEntry
@@ -78,18 +90,33 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
 
 @_lease.leased_resume
 async def resume(
-    chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
+    chain: Chain,
+    execution_id: str,
+    resume_value: Any,
+    agent_path: str | None = None,
+    state_updates: Any = None,
 ) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
+    updates = None if state_updates is None else _repair.check_updates(execution_id, state_updates)
     run = await load_run(store, execution_id, chain.name)
     cp = await alatest_resumable(store, execution_id)
+    if updates is not None:
+        _repair.refuse_unpatchable(
+            execution_id, cp, answered=value is not None, agent_path=agent_path
+        )
+        if cp is not None:
+            _check_graph(chain, cp.next_node_id, cp)
+        at = await _repair.apatch(chain, store, run, cp, updates)
+        return await _drive(chain, store, execution_id, _Cursor(at.node_id, at.state, at.counters))
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
         )
         frame = reentry.frame("chain", chain.name)
-        cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+        cursor = _Cursor(
+            _now(chain, frame["node_id"]), frame["state"], _counters(chain, frame["counters"])
+        )
         cursor.reentry = reentry.deeper()
         return await _drive(chain, store, execution_id, cursor)
     if cp is None:
@@ -101,11 +128,13 @@ async def resume(
         # Crashed before its first node committed: start over from the recorded input.
         await _lease.mark_running(store, execution_id, run.status)
         return await _drive(chain, store, execution_id, _Cursor(chain.entry, dict(run.input or {})))
-    _check_graph(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id, cp)
+    at = _now(chain, cp.node_id if cp.status == "interrupted" else cp.next_node_id)
+    _check_graph(chain, at, cp)
+    counters = _counters(chain, cp.iteration_counters)
     if cp.status == "interrupted":
         answers, owner = await claim(store, cp, value, lease_seconds=chain.claim_lease_seconds)
         fault("chain.after_claim")
-        cursor = _Cursor(cp.node_id, cp.state_snapshot, dict(cp.iteration_counters), answers, owner)
+        cursor = _Cursor(at, cp.state_snapshot, counters, answers, owner)
         return await _drive(chain, store, execution_id, cursor)
     if value is not None:
         raise AlreadyResumed(
@@ -115,17 +144,37 @@ async def resume(
             node_id=cp.node_id,
         )
     await _lease.mark_running(store, execution_id, run.status)
-    cursor = _Cursor(cp.next_node_id, cp.state_snapshot, dict(cp.iteration_counters))
+    cursor = _Cursor(at, cp.state_snapshot, counters)
     return await _drive(chain, store, execution_id, cursor)
+
+
+def _now(chain: Chain, node_id: Any) -> Any:
+    """The node a stored ``node_id`` is now (``Chain(renamed=...)``, docs/design.md §13)."""
+    return current_name(chain.renamed, node_id)
+
+
+def _counters(chain: Chain, counters: dict[str, int]) -> dict[str, int]:
+    """Stored loop counters (keyed ``source->target``) under the nodes' current names."""
+    if not chain.renamed:
+        return dict(counters)
+    out: dict[str, int] = {}
+    for key, n in counters.items():
+        source, sep, target = key.partition("->")
+        out[f"{_now(chain, source)}->{_now(chain, target)}" if sep else key] = n
+    return out
 
 
 def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
     """Refuse, before anything is claimed or written, a run that continues at a node this
-    chain no longer has (the graph changed between run and resume)."""
+    chain no longer has (the graph changed between run and resume); ``node_id`` is already
+    mapped through the chain's rename map."""
     if node_id is not None and node_id not in chain.nodes:
+        stored = cp.node_id if cp.status == "interrupted" else cp.next_node_id
+        via = f" (stored as {stored!r}, renamed)" if stored != node_id else ""
         raise MissingStepError(
-            f"run {cp.execution_id!r} continues at node {node_id!r}, which chain "
-            f"{chain.name!r} does not have (was the graph changed?); nothing was claimed",
+            f"run {cp.execution_id!r} continues at node {node_id!r}{via}, which chain "
+            f"{chain.name!r} does not have (was the graph changed? a node renamed by a deploy "
+            "is mapped with Chain(..., renamed={old: new})); nothing was claimed",
             missing=f"node {node_id!r}",
             execution_id=cp.execution_id,
             node_id=node_id,
@@ -155,7 +204,7 @@ async def fork(
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
     interrupted = src.status == "interrupted"
-    next_node = src.node_id if interrupted else src.next_node_id
+    next_node = _now(chain, src.node_id if interrupted else src.next_node_id)
     _check_graph(chain, next_node, src)
     answers: list[Answer] = []
     if interrupted:
@@ -169,7 +218,7 @@ async def fork(
             execution_id=execution_id,
         )
     eid = await _lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
-    counters = dict(src.iteration_counters)
+    counters = _counters(chain, src.iteration_counters)
     await store.aput(
         Checkpoint(
             execution_id=eid,
@@ -184,6 +233,7 @@ async def fork(
             next_node_id=next_node,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
 
 
@@ -219,8 +269,11 @@ async def _fork_in_runner(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
-    cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
+    cursor = _Cursor(
+        _now(chain, frame["node_id"]), frame["state"], _counters(chain, frame["counters"])
+    )
     cursor.reentry = reentry.deeper()
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, cursor)
 
 
@@ -234,6 +287,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     owner = cur.claim_owner
     node_id = cur.node_id
     results: dict[str, Any] = {}
+    deadline = await _deadline(chain, store, eid)
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
@@ -248,7 +302,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
                         runner = chain.runners.get(node_id)
                         if runner is None:
-                            updates = await chain.call_node(node_id, state)
+                            updates = await chain.call_node(
+                                node_id, state, execution_id=eid, deadline=deadline
+                            )
                         else:
                             updates = await _run_runner(
                                 chain, runner, node_id, state, counters, cur
@@ -291,7 +347,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                 fault("chain.after_commit")
                 owner = None
                 answers = []
-                results[node_id] = updates
+                # Only the newest: one entry per node would hold every update of a long
+                # linear run (each a grown copy of its lists), quadratic in its length.
+                results = {node_id: updates}
                 state = new_state
                 node_id = next_id
             fault("run.before_end")
@@ -313,6 +371,17 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
             except StoreError:
                 raise
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
+
+
+async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | None:
+    """The run's deadline (``chain.deadline_seconds`` after its creation), if it has one."""
+    if chain.deadline_seconds is None:
+        return None
+    run = await store.aget_run(eid)
+    created = run.created_at if run is not None else None
+    return Deadline(
+        created.timestamp() if created is not None else time.time(), chain.deadline_seconds
+    )
 
 
 async def _run_runner(
@@ -377,7 +446,7 @@ async def _pause(
         interrupt_context=context,
         next_node_id=node_id,
     )
-    pending = await store.arecord_interrupt(cp, release_claim_of=owner, **_lease.ending(eid))
+    pending = await arecord_pause(store, cp, release_claim_of=owner, **_lease.ending(eid))
     return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
 
 

@@ -21,10 +21,14 @@ import click
 from rich.markup import escape
 
 from .._runner import question_changed
+from ..audit import answer_entry, answer_metadata, os_user, oversized_answer
+from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
+from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
+from ..serde import parse_json_text
 from ..store.base import Checkpointer, PendingInterrupt
 from . import _errors
 from ._app import app_option, open_app, open_store, store_options
@@ -35,7 +39,7 @@ def _parse_json(text: str | None, option: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_json_text(text)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(
             f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}",
@@ -61,6 +65,7 @@ def _answerable(
         raise RunNotFoundError(
             f"no run with execution_id {execution_id!r}", execution_id=execution_id
         )
+    refuse_if_cancelled(store, run)
     pending = store.get_pending_interrupt(execution_id)
     if checkpoint_id is not None and (pending is None or pending.checkpoint_id != checkpoint_id):
         if store.get_checkpoint(execution_id, checkpoint_id) is None:
@@ -145,12 +150,28 @@ def question_line(pending: PendingInterrupt) -> str:
     )
 
 
-def _store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
-    """Store ``value`` for the question it is bound to, or refuse it naming what happened."""
+def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
+    """Store ``value`` for the question it is bound to, with its audit entry, or refuse it
+    naming what happened.
+
+    Raises:
+        InterruptChangedError: the run waits on another question than ``value``'s.
+        AlreadyResumed: the question was answered or resumed meanwhile.
+    """
     assert value.checkpoint_id is not None
-    if store.answer_interrupt(execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id):
+    question: Checkpoint | PendingInterrupt | None = store.get_checkpoint(
+        execution_id, value.checkpoint_id
+    )
+    if question is None:
+        question = store.get_pending_interrupt(execution_id)
+    audit = None if question is None else answer_entry(execution_id, value, question)
+    if store.answer_interrupt(
+        execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id, audit=audit
+    ):
         return
     now = store.get_pending_interrupt(execution_id)
+    if now is None:  # cancelled while the answer was on its way: say so
+        refuse_if_cancelled(store, store.get_run(execution_id))
     if now is None or now.checkpoint_id != value.checkpoint_id:
         raise question_changed(execution_id, value.checkpoint_id, now)
     raise AlreadyResumed(
@@ -164,16 +185,18 @@ def _answer(
     approved: bool,
     data: Any,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
 ) -> int:
-    metadata: dict[str, Any] = {"via": "cli"}
-    if note is not None:
-        metadata["note"] = note
+    problem = oversized_answer(note, data)
+    if problem is not None:
+        raise _errors.CommandError(f"--{problem[0]}: {problem[1]}", _errors.BAD_INPUT)
+    metadata = answer_metadata("cli", by or os_user(), note)
     verdict = "approved" if approved else "rejected"
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         pending = _answerable(store, execution_id, checkpoint_id)
         value = Resume(approved, data, metadata, checkpoint_id=pending.checkpoint_id)
@@ -188,7 +211,7 @@ def _answer(
                 as_json,
                 checkpoint_id=pending.checkpoint_id,
             )
-        _store_answer(store, execution_id, value)
+        store_answer(store, execution_id, value)
     finally:
         store.close()
     if as_json:
@@ -214,7 +237,11 @@ def _answer(
 
 
 _DATA_HELP = "JSON payload for the answer (Resume.data), e.g. '{\"amount\": 400}'."
-_NOTE_HELP = "A note kept with the answer (Resume.metadata['note'])."
+_NOTE_HELP = "A note kept with the answer in the run's audit trail (Resume.metadata['note'])."
+_BY_HELP = (
+    "Who answers, as the run's audit trail records it (Resume.metadata['answered_by']). "
+    "Default: the OS user running the command."
+)
 _CHECKPOINT_HELP = (
     "The question you answer: the pending interrupt's checkpoint_id (`tether pending list`). "
     "The answer is refused if the run waits on another question. Default: the question "
@@ -226,6 +253,7 @@ _CHECKPOINT_HELP = (
 @click.argument("execution_id")
 @click.option("--data", metavar="JSON", help=_DATA_HELP)
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--by", metavar="NAME", help=_BY_HELP)
 @click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
@@ -233,6 +261,7 @@ def approve(
     execution_id: str,
     data: str | None,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
@@ -244,34 +273,48 @@ def approve(
     stored for `tether resume` or a worker to continue.
     """
     payload = _parse_json(data, "--data")
-    return _answer(execution_id, True, payload, note, checkpoint_id, app_spec, db_url, as_json)
+    return _answer(execution_id, True, payload, note, by, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("reject")
 @click.argument("execution_id")
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--by", metavar="NAME", help=_BY_HELP)
 @click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
 def reject(
     execution_id: str,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
 ) -> int:
     """Reject a run's pending interrupt (same modes as approve)."""
-    return _answer(execution_id, False, None, note, checkpoint_id, app_spec, db_url, as_json)
+    return _answer(execution_id, False, None, note, by, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("resume")
 @click.argument("execution_id")
+@click.option(
+    "--state",
+    "state_json",
+    metavar="JSON",
+    help="Repair a failed or crashed chain run: merge these keys into its state (recorded as "
+    "a state_patch row) and continue it under its own execution_id.",
+)
 @app_option(required=True)
 @store_options
-def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
+def resume(
+    execution_id: str, state_json: str | None, app_spec: str, db_url: str, as_json: bool
+) -> int:
     """Continue a run that crashed or failed, or whose answer was stored."""
-    store = open_store(db_url)
+    updates = _parse_json(state_json, "--state")
+    if updates is not None and not isinstance(updates, dict):
+        raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         pending = store.get_pending_interrupt(execution_id)
@@ -283,7 +326,16 @@ def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
                 execution_id=execution_id,
                 node_id=pending.node_id,
             )
-        result = runner.resume(execution_id)
+        if updates is None:
+            result = runner.resume(execution_id)
+        elif isinstance(runner, Chain):
+            result = runner.resume(execution_id, state_updates=updates)
+        else:
+            raise _errors.CommandError(
+                f"--state repairs chain runs; run {execution_id!r} is a {runner.kind} run: "
+                f"fork it with --state instead (`tether fork {execution_id} --state ...`)",
+                _errors.BAD_INPUT,
+            )
     finally:
         store.close()
     return report("resumed", result, as_json)
@@ -325,7 +377,7 @@ def fork(
     updates = _parse_json(state_json, "--state")
     if updates is not None and not isinstance(updates, dict):
         raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         if checkpoint_id is None:
@@ -350,7 +402,7 @@ def fork(
         steps = [
             cp.node_id
             for cp in store.list(result.execution_id)
-            if cp.step_type not in ("fork_origin", "run_end")
+            if cp.step_type not in ("fork_origin", "state_patch", "run_end")
         ]
     finally:
         store.close()
@@ -373,7 +425,7 @@ def _nothing_after(source: Checkpoint) -> bool:
     return (
         source.agent_path is None
         and source.status == "completed"
-        and source.step_type in ("node", "fork_origin")
+        and source.step_type in ("node", "fork_origin", "state_patch")
         and source.next_node_id is None
     )
 

@@ -16,23 +16,31 @@ from ._render import emit_json, err, out
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
+# A cutoff this far back is still a date (year 1 is the floor); nobody means more.
+_MAX_DAYS = 36500
 _BATCHES = 50
 
 
-def parse_duration(text: str) -> _dt.timedelta:
+def parse_duration(text: str, option: str = "--older-than") -> _dt.timedelta:
     """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` (decimals allowed) as a timedelta.
 
     Raises:
-        CommandError: (exit 4) anything else.
+        CommandError: (exit 4) anything else, or more than 36500 days, naming ``option``.
     """
     match = _DURATION.match(text)
     if match is None:
         raise _errors.CommandError(
-            f"--older-than {text!r} is not a duration; use a number and a unit s, m, h or d, "
+            f"{option} {text!r} is not a duration; use a number and a unit s, m, h or d, "
             "e.g. 30d or 12h",
             _errors.BAD_INPUT,
         )
-    return _dt.timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+    seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if seconds > _MAX_DAYS * 86400:
+        raise _errors.CommandError(
+            f"{option} {text!r} is more than {_MAX_DAYS}d (100 years); give a shorter duration",
+            _errors.BAD_INPUT,
+        )
+    return _dt.timedelta(seconds=seconds)
 
 
 def _prune_in_batches(
@@ -85,7 +93,7 @@ def prune(older_than: str, dry_run: bool, db_url: str, as_json: bool) -> int:
     """
     age = parse_duration(older_than)
     cutoff = _dt.datetime.now(_dt.UTC) - age
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         result = plan = store.prune(cutoff, dry_run=True)
         if not dry_run and plan.runs:

@@ -1,7 +1,9 @@
-"""Read-only commands: ``runs list``, ``runs show`` and ``pending list``."""
+"""``runs show`` and the JSON shapes of runs and pending interrupts (the list commands are
+in :mod:`tether.cli.lists`)."""
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,7 +13,7 @@ from rich.table import Table
 
 from .._stale import lease_lapses_at, staleness
 from .._trace import trace_id_of
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, run_result
 from ..errors import RunNotFoundError
 from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
@@ -26,7 +28,6 @@ from ._render import (
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 
@@ -39,7 +40,8 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
     nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
     ``"owner_gone"``, ``"unowned"`` or ``None``),
     ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
-    ``parent_pruned`` (a fork whose parent run is no longer in the store).
+    ``parent_pruned`` (a fork whose parent run is no longer in the store) and ``damaged``
+    (a listed run whose row could not be fully read: which fields, else ``None``).
 
     Args:
         run: the run.
@@ -61,11 +63,13 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "finished_at": run.finished_at,
+        "app_version": run.app_version,
         "lease_lapses_at": lease_lapses_at(run) if run.status == "running" else None,
         "stale": stale is not None,
         "stale_reason": None if stale is None else stale.reason,
         "stale_note": None if stale is None else stale.describe(),
         "parent_pruned": parent_pruned,
+        "damaged": run.damaged,
     }
 
 
@@ -108,7 +112,44 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "claimed_by": pending.claimed_by,
         "claim_expires_at": pending.claim_expires_at,
         "resume_value": pending.resume_value,
+        "damaged": pending.damaged,
+        "due_at": pending.due_at,
+        "time_left_seconds": time_left_seconds(pending),
     }
+
+
+def time_left_seconds(pending: PendingInterrupt) -> float | None:
+    """Seconds until the question's approval deadline (0 once passed; ``None``: none)."""
+    if pending.due_at is None:
+        return None
+    left = (pending.due_at - _dt.datetime.now(_dt.UTC)).total_seconds()
+    return round(max(0.0, left), 1)
+
+
+def time_left(pending: PendingInterrupt) -> str:
+    """The time left to answer, in words: ``"12m left"``, ``"due now"``; ``""``: no deadline."""
+    left = time_left_seconds(pending)
+    if left is None:
+        return ""
+    if left <= 0:
+        return "due now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if left >= size:
+            return f"{int(left // size)}{unit} left"
+    return f"{int(left)}s left"
+
+
+def audit_line(entry: dict[str, Any]) -> str:
+    """One audit entry (:meth:`tether.audit.AuditEntry.as_dict`) as a line of markup: when,
+    what, who, how, the question and the note."""
+    question = entry.get("interrupt") or {}
+    about = f" {question.get('reason')!r} at {question.get('node_id')}" if question else ""
+    note = f"  note: {entry['note']}" if entry.get("note") else ""
+    data = f"  data: {compact(entry['data'], 80)}" if entry.get("data") is not None else ""
+    return escape(
+        f"{when(entry['at'])}  {entry['action']}{about} by {entry['actor'] or '(not named)'} "
+        f"via {entry['via']}{note}{data}"
+    )
 
 
 def pending_state(pending: PendingInterrupt) -> str:
@@ -121,48 +162,6 @@ def pending_state(pending: PendingInterrupt) -> str:
 @click.group("runs")
 def runs_group() -> None:
     """List and inspect runs."""
-
-
-@runs_group.command("list")
-@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@store_options
-def runs_list(
-    status: str | None, runner_name: str | None, limit: int, db_url: str, as_json: bool
-) -> int:
-    """List runs, newest first."""
-    store = open_store(db_url)
-    try:
-        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
-        pruned = missing_parents(store, found)
-    finally:
-        store.close()
-    if as_json:
-        emit_json([run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found])
-        return 0
-    if not found:
-        out.print("[dim]no runs[/]")
-        return 0
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("execution_id", **ID_COLUMN)
-    table.add_column("runner")
-    table.add_column("status", no_wrap=True)
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("updated (UTC)", no_wrap=True)
-    table.add_column("note", overflow="fold")
-    for run in found:
-        note = run_note(run, run.parent_execution_id in pruned)
-        table.add_row(
-            run.execution_id,
-            escape(f"{run.runner_kind}:{run.runner_name}"),
-            run_status_markup(run),
-            when(run.created_at),
-            when(run.updated_at),
-            escape(note if len(note) <= 120 else note[:119] + "…"),
-        )
-    out.print(table)
-    return 0
 
 
 def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
@@ -198,12 +197,36 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
     return rows
 
 
+def run_detail(store: Checkpointer, run: RunRecord, rows: list[Checkpoint]) -> dict[str, Any]:
+    """Everything about one run, as ``tether runs show --json`` prints it and
+    ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
+    output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
+    while it has not ended), ``checkpoints`` (:func:`timeline`), ``pending_interrupt``,
+    ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
+    oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
+
+    Args:
+        run: the run.
+        rows: its checkpoints (``store.list``).
+    """
+    execution_id = run.execution_id
+    pending = store.get_pending_interrupt(execution_id)
+    return {
+        "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
+        "result": run_result(rows),
+        "checkpoints": timeline(run, rows),
+        "pending_interrupt": None if pending is None else pending_json(pending),
+        "idempotency": store.list_idempotent(execution_id),
+        "audit": [entry.as_dict() for entry in store.list_audit(execution_id)],
+    }
+
+
 @runs_group.command("show")
 @click.argument("execution_id")
 @store_options
 def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
-    """Show a run: its checkpoint timeline with state diffs, pending interrupt and
-    idempotency cache."""
+    """Show a run: its result, checkpoint timeline with state diffs, pending interrupt,
+    audit trail (who answered, when, how) and idempotency cache."""
     store = open_store(db_url)
     try:
         run = store.get_run(execution_id)
@@ -211,22 +234,18 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
             raise RunNotFoundError(
                 f"no run with execution_id {execution_id!r}", execution_id=execution_id
             )
-        rows = timeline(run, store.list(execution_id))
+        detail = run_detail(store, run, store.list(execution_id))
         pending = store.get_pending_interrupt(execution_id)
-        cache = store.list_idempotent(execution_id)
-        parent_pruned = bool(missing_parents(store, [run]))
     finally:
         store.close()
     if as_json:
-        emit_json(
-            {
-                "run": run_json(run, parent_pruned=parent_pruned),
-                "checkpoints": rows,
-                "pending_interrupt": None if pending is None else pending_json(pending),
-                "idempotency": cache,
-            }
-        )
+        emit_json(detail)
         return 0
+    rows, cache, parent_pruned = (
+        detail["checkpoints"],
+        detail["idempotency"],
+        detail["run"]["parent_pruned"],
+    )
     stale = staleness(run)
     out.print(
         f"[bold]{run.execution_id}[/]  {escape(run.runner_kind)}:{escape(run.runner_name)}  "
@@ -234,6 +253,8 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         + (f"  [bold red]{escape(stale.describe())}[/]" if stale is not None else "")
     )
     out.print(f"created {when(run.created_at)}  updated {when(run.updated_at)}", style="dim")
+    if run.app_version is not None:
+        out.print(f"started by version {escape(run.app_version)}")
     if run.parent_execution_id:
         pruned = " (parent pruned)" if parent_pruned else ""
         out.print(f"forked from {run.parent_execution_id} at {run.parent_checkpoint_id}{pruned}")
@@ -246,7 +267,15 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
     if run.owner:
         lease = "lapsed at" if stale is not None and stale.reason == "lease_lapsed" else "until"
         out.print(f"owner {escape(run.owner)} (lease {lease} {when(lease_lapses_at(run))})")
-    if run.error:
+    result = detail["result"]
+    if result is not None and result["status"] == "completed":
+        out.print(f"[green]output[/] {escape(compact(result['output'], 400))}")
+    elif result is not None:
+        at = result["failed_node_id"]
+        out.print(
+            f"[red]failed[/]{' at ' + escape(at) if at else ''}: {escape(str(result['error']))}"
+        )
+    elif run.error:
         out.print(f"[red]error[/] {escape(run.error)}")
     table = Table(title="checkpoints", show_edge=False, header_style="bold", title_justify="left")
     table.add_column("seq", no_wrap=True)
@@ -278,6 +307,10 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         out.print(f"  context: {escape(compact(pending.context, 200))}")
         if pending.resume_value is not None:
             out.print(f"  answer:  {escape(compact(pending.resume_value, 200))}")
+    if detail["audit"]:
+        out.print(f"\n[bold]audit trail[/] ({len(detail['audit'])})")
+        for entry in detail["audit"]:
+            out.print(f"  {audit_line(entry)}")
     if cache:
         out.print(f"\n[bold]idempotency cache[/] ({len(cache)})")
         for key, value in sorted(cache.items()):
@@ -288,66 +321,6 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
 @click.group("pending")
 def pending_group() -> None:
     """Interrupts waiting for a human."""
-
-
-@pending_group.command("list")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
-@store_options
-def pending_list(limit: int, db_url: str, as_json: bool) -> int:
-    """List pending interrupts, oldest first (with the run's error, when a worker left the
-    run for code that has its step)."""
-    store = open_store(db_url)
-    try:
-        found = store.list_pending_interrupts(limit=limit)
-        runners: dict[str, str | None] = {}
-        errors: dict[str, str | None] = {}
-        for p in found:
-            run = store.get_run(p.execution_id)
-            runners[p.execution_id] = run.runner_name if run else None
-            errors[p.execution_id] = run.error if run else None
-    finally:
-        store.close()
-    if as_json:
-        emit_json(
-            [
-                {
-                    **pending_json(p),
-                    "runner_name": runners[p.execution_id],
-                    "run_error": errors[p.execution_id],
-                }
-                for p in found
-            ]
-        )
-        return 0
-    if not found:
-        out.print("[dim]no pending interrupts[/]")
-        return 0
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("execution_id", **ID_COLUMN)
-    # The question's id: `approve`/`reject --checkpoint` bind an answer to it.
-    table.add_column("checkpoint_id", **ID_COLUMN)
-    for column in ("runner", "node_id", "reason", "state"):
-        table.add_column(column)
-    table.add_column("since (UTC)", no_wrap=True)
-    table.add_column("context", overflow="fold")
-    for p in found:
-        table.add_row(
-            p.execution_id,
-            p.checkpoint_id,
-            escape(runners[p.execution_id] or "?"),
-            escape(p.node_id),
-            escape(p.reason),
-            pending_state(p),
-            when(p.created_at),
-            escape(compact(p.context))
-            + (
-                f"\n[red]{escape(errors[p.execution_id] or '')}[/]"
-                if errors[p.execution_id]
-                else ""
-            ),
-        )
-    out.print(table)
-    return 0
 
 
 COMMANDS = (runs_group, pending_group)

@@ -32,17 +32,44 @@ TOKEN_ENV = "TETHER_UI_TOKEN"  # noqa: S105 - the variable's name, not a secret
     is_flag=True,
     help="Serve without a token (only on a loopback host such as 127.0.0.1).",
 )
-def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool) -> int:
+@click.option(
+    "--allowed-host",
+    "allowed_host",
+    multiple=True,
+    metavar="NAME",
+    help="Another host name operators reach this server by (a proxy's name); repeatable. "
+    "Requests for any other Host are refused (DNS rebinding).",
+)
+@click.option(
+    "--users",
+    "users_path",
+    envvar="TETHER_UI_USERS",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A users file (`tether users add NAME`): each user logs in with their own token and "
+    "their answers are recorded under their name [env: TETHER_UI_USERS].",
+)
+def serve(
+    db_url: str,
+    app_spec: str | None,
+    host: str,
+    port: int,
+    no_auth: bool,
+    allowed_host: tuple[str, ...],
+    users_path: str | None,
+) -> int:
     """Serve the approvals page and the JSON API under /api/.
 
-    Operators log in with the token in $TETHER_UI_TOKEN; scripts send it as
-    'Authorization: Bearer <token>'. With --app, approving a run resumes it here through its
-    runner; without it (or for runners not in the app) the answer is only stored.
+    Operators log in with their own token (--users) or the shared one in $TETHER_UI_TOKEN;
+    scripts send it as 'Authorization: Bearer <token>'. With --app, approving a run resumes
+    it here through its runner; without it (or for runners not in the app) the answer is
+    only stored.
     """
     try:
         import uvicorn
 
         from ..web import create_app, is_loopback
+        from ..web._guard import allowed_hosts_for
     except ImportError as exc:
         raise _errors.CommandError(
             f"tether serve needs the web extra ({exc.name} is missing): pip install 'tether[web]'",
@@ -55,15 +82,46 @@ def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool
             f"runs. Listen on 127.0.0.1, or set {TOKEN_ENV} and drop --no-auth",
             _errors.BAD_INPUT,
         )
-    if not no_auth and not token:
+    if not no_auth and not token and not users_path:
         raise _errors.CommandError(
-            f"set {TOKEN_ENV} to the token operators log in with (or pass --no-auth on a "
-            "loopback host)",
+            f"set {TOKEN_ENV} to the token operators log in with, or give each operator a "
+            "token of their own (`tether users add NAME`, then --users FILE), or pass --no-auth "
+            "on a loopback host",
             _errors.BAD_INPUT,
         )
-    store = open_store(db_url)
+    if users_path and not no_auth and not os.path.exists(users_path):
+        # The server re-reads the file when it appears, but a typo in the path would otherwise
+        # start a server nobody can log in to, with nothing said.
+        missing = (
+            f"the users file {users_path!r} does not exist; create it with "
+            f"`tether users add NAME --file {users_path}`"
+        )
+        if not token:
+            raise _errors.CommandError(
+                f"{missing}: until then nobody could log in", _errors.BAD_INPUT
+            )
+        err.print(
+            f"tether: warning: {missing}; until then only {TOKEN_ENV} logs in",
+            markup=False,
+            highlight=False,
+        )
+    store = open_store(db_url, migrate=True)
     registry = open_app(app_spec, db_url) if app_spec else None
-    app = create_app(store, registry=registry, token=token, no_auth=no_auth)
+    hosts = allowed_hosts_for(host, allowed_host)
+    if not hosts:
+        raise _errors.CommandError(
+            f"listening on {host!r} answers to no host name: name the ones operators use with "
+            "--allowed-host (e.g. --allowed-host approvals.example.com)",
+            _errors.BAD_INPUT,
+        )
+    app = create_app(
+        store,
+        registry=registry,
+        token=token,
+        no_auth=no_auth,
+        allowed_hosts=hosts,
+        users=users_path,
+    )
     shown = f"[{host}]" if ":" in host else host
     err.print(
         f"tether: serving {display_url(db_url)} on http://{shown}:{port}/"

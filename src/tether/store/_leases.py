@@ -318,6 +318,7 @@ class LeaseStore(Protocol):
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
         exclude_execution_ids: Sequence[str] | None = None,
+        app_versions: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """Claim up to ``limit`` runs for a worker: queued runs (higher priority first, then
         oldest), running runs whose lease lapsed, and paused runs whose interrupt was answered
@@ -333,15 +334,31 @@ class LeaseStore(Protocol):
             runner_slots: at most this many runs of a runner name (per-runner limits).
             exclude_execution_ids: runs not to claim (those this worker left to workers with
                 other code: :class:`~tether.errors.MissingStepError`).
+            app_versions: only runs started by these versions of the code, or with no
+                version recorded (``None``: every run; docs/design.md §13).
         """
 
     async def aenqueue_run(
-        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+        self,
+        execution_id: str,
+        runner_name: str,
+        input: Any,
+        *,
+        priority: int,
+        app_version: str | None = None,
     ) -> bool:
-        """Record a ``queued`` run; ``False`` (and nothing changed) if the id exists."""
+        """Record a ``queued`` run (of ``app_version``, the enqueuing code's version, if it
+        declares one); ``False`` (and nothing changed) if the id exists."""
 
     async def astart_queued_run(
-        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        runner_kind: str,
+        input: Any,
+        app_version: str | None = None,
     ) -> bool:
         """Turn a queued run this owner claimed into a ``running`` run of ``runner_kind`` with
-        the runner's normalised ``input``; ``False`` if it is not queued or not ours."""
+        the runner's normalised ``input``, recording ``app_version`` if it was enqueued with
+        none; ``False`` if it is not queued or not ours."""

@@ -30,6 +30,7 @@ from ._leases import (
 )
 from ._postgres_io import Database, Plan, Result
 from ._refusals import lease_lost
+from ._versions import POSTGRES_SERVED, postgres_served
 
 __all__ = ["MIGRATION_V2", "PostgresLeases"]
 
@@ -97,8 +98,10 @@ _CLAIM_TAIL: Final = (
 )
 # A worker passes the runs it left to workers with other code (an empty list: none).
 _NOT_LEFT: Final = " AND r.execution_id <> ALL(%s)"
-SELECT_CLAIMABLE: Final = _CLAIMABLE + _NOT_LEFT + _CLAIM_TAIL
-SELECT_CLAIMABLE_OF: Final = _CLAIMABLE + " AND r.runner_name = ANY(%s)" + _NOT_LEFT + _CLAIM_TAIL
+SELECT_CLAIMABLE: Final = _CLAIMABLE + _NOT_LEFT + POSTGRES_SERVED + _CLAIM_TAIL
+SELECT_CLAIMABLE_OF: Final = (
+    _CLAIMABLE + " AND r.runner_name = ANY(%s)" + _NOT_LEFT + POSTGRES_SERVED + _CLAIM_TAIL
+)
 CLAIM_RUNS: Final = (
     f"UPDATE {{schema}}.runs SET owner = %s, lease_expires_at = {_LEASE}, "
     "attempts = attempts + 1, updated_at = now() WHERE execution_id = ANY(%s)"
@@ -109,12 +112,14 @@ DEAD_LETTER_RUN: Final = (
 )
 ENQUEUE_RUN: Final = (
     f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}, priority) "
-    "VALUES (%s, %s, '', 'queued', %s, NULL, NULL, NULL, NULL, NULL, now(), now(), NULL, %s) "
+    "VALUES (%s, %s, '', 'queued', %s, NULL, NULL, NULL, NULL, NULL, now(), now(), NULL, %s, "
+    "%s) "
     "ON CONFLICT (execution_id) DO NOTHING"
 )
 START_QUEUED: Final = (
     "UPDATE {schema}.runs SET status = 'running', runner_kind = %s, input = %s, "
-    "updated_at = now() WHERE execution_id = %s AND status = 'queued' AND owner = %s"
+    "updated_at = now(), app_version = COALESCE(app_version, %s) "
+    "WHERE execution_id = %s AND status = 'queued' AND owner = %s"
 )
 
 
@@ -281,14 +286,16 @@ class PostgresLeases(Fencing):
         runner_names: list[str] | None,
         runner_slots: dict[str, int] | None,
         exclude: Sequence[str] | None,
+        app_versions: Sequence[str] | None,
     ) -> Plan[list[ClaimedRun]]:
         slots = dict(runner_slots or {})
         fetch = limit * 4 if slots else limit
         left = list(exclude or ())
+        served = postgres_served(app_versions)
         if runner_names is None:
-            res = yield self._q(SELECT_CLAIMABLE), (left, fetch)
+            res = yield self._q(SELECT_CLAIMABLE), (left, *served, fetch)
         else:
-            res = yield self._q(SELECT_CLAIMABLE_OF), (runner_names, left, fetch)
+            res = yield self._q(SELECT_CLAIMABLE_OF), (runner_names, left, *served, fetch)
         out: list[ClaimedRun] = []
         for eid, name, status, raw_input, previous, attempts in res.rows:
             if len(out) >= limit:
@@ -326,6 +333,7 @@ class PostgresLeases(Fencing):
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
         exclude_execution_ids: Sequence[str] | None = None,
+        app_versions: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
         if limit <= 0 or runner_names == []:
@@ -338,6 +346,7 @@ class PostgresLeases(Fencing):
             runner_names,
             runner_slots,
             exclude_execution_ids,
+            app_versions,
         )
         return self._runs_claimed(owner, self._db.run("claim_runs", plan, write=True))
 
@@ -351,6 +360,7 @@ class PostgresLeases(Fencing):
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
         exclude_execution_ids: Sequence[str] | None = None,
+        app_versions: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         if limit <= 0 or runner_names == []:
             return []
@@ -362,35 +372,68 @@ class PostgresLeases(Fencing):
             runner_names,
             runner_slots,
             exclude_execution_ids,
+            app_versions,
         )
         return self._runs_claimed(owner, await self._db.arun("claim_runs", plan, write=True))
 
     def enqueue_run(
-        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+        self,
+        execution_id: str,
+        runner_name: str,
+        input: Any,
+        *,
+        priority: int,
+        app_version: str | None = None,
     ) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.aenqueue_run`."""
-        params = (execution_id, runner_name, _codec.dump_json(input, "input"), int(priority))
+        params = _enqueued(execution_id, runner_name, input, priority, app_version)
         plan = self._count_plan(ENQUEUE_RUN, params)
         return self._db.run("enqueue_run", plan, execution_id=execution_id) == 1
 
     async def aenqueue_run(
-        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+        self,
+        execution_id: str,
+        runner_name: str,
+        input: Any,
+        *,
+        priority: int,
+        app_version: str | None = None,
     ) -> bool:
-        params = (execution_id, runner_name, _codec.dump_json(input, "input"), int(priority))
+        params = _enqueued(execution_id, runner_name, input, priority, app_version)
         plan = self._count_plan(ENQUEUE_RUN, params)
         return await self._db.arun("enqueue_run", plan, execution_id=execution_id) == 1
 
     def start_queued_run(
-        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        runner_kind: str,
+        input: Any,
+        app_version: str | None = None,
     ) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.astart_queued_run`."""
-        params = (runner_kind, _codec.dump_json(input, "input"), execution_id, owner)
+        params = (runner_kind, _codec.dump_json(input, "input"), app_version, execution_id, owner)
         plan = self._count_plan(START_QUEUED, params)
         return self._db.run("start_queued_run", plan, execution_id=execution_id) == 1
 
     async def astart_queued_run(
-        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        runner_kind: str,
+        input: Any,
+        app_version: str | None = None,
     ) -> bool:
-        params = (runner_kind, _codec.dump_json(input, "input"), execution_id, owner)
+        params = (runner_kind, _codec.dump_json(input, "input"), app_version, execution_id, owner)
         plan = self._count_plan(START_QUEUED, params)
         return await self._db.arun("start_queued_run", plan, execution_id=execution_id) == 1
+
+
+def _enqueued(
+    execution_id: str, runner_name: str, input: Any, priority: int, app_version: str | None
+) -> tuple[Any, ...]:
+    """The parameters of :data:`ENQUEUE_RUN`."""
+    data = _codec.dump_json(input, "input")
+    return (execution_id, runner_name, data, app_version, int(priority))

@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
+from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._listing import RUNS_ORDER_INDEX
+from ._postgres_audit import AUDITED, MIGRATION_V6
+from ._postgres_control import MIGRATION_V9
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
+from ._versions import POSTGRES_MIGRATION_V8
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -86,6 +91,16 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # runs_status_idx goes: runs_queue_idx leads with status too and serves the same lookups,
     # while (status, updated_at) changed on every lease take, heartbeat and status write.
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
+    # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+    5: POSTGRES_MIGRATION_V5,
+    # v6: the audit trail (see _postgres_audit).
+    6: MIGRATION_V6,
+    # v7: the runs listing's keyset order (see _listing).
+    7: (RUNS_ORDER_INDEX,),
+    # v8: the version of the code that started each run (see _versions).
+    8: POSTGRES_MIGRATION_V8,
+    # v9: approval deadlines (see _postgres_control).
+    9: MIGRATION_V9,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -109,23 +124,21 @@ INSERT_SCHEMA_VERSION: Final = (
 INSERT_RUN: Final = (
     f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', NULL, "
-    "now(), now(), NULL) RETURNING created_at, lease_expires_at"
+    "now(), now(), NULL, %s) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
-)
 # Parameters: status, error, status.
 _SET_STATUS: Final = (
     "status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
+    "finished_at = CASE WHEN %s::text IN ('completed', 'failed', 'cancelled') THEN now() "
+    "ELSE NULL END"
 )
-UPDATE_RUN_STATUS: Final = f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s"
+# A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
+# (docs/design.md, "Cancel and delete") brings it back.
+_NOT_CANCELLED: Final = " AND status <> 'cancelled'"
+UPDATE_RUN_STATUS: Final = (
+    f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s{_NOT_CANCELLED}"
+)
 # The run lease given back with the status (the commit that ends a drive) when the owner
 # parameter (three times) names the holder; NULL leaves the lease as it is.
 _GIVE_BACK: Final = (
@@ -135,6 +148,7 @@ _GIVE_BACK: Final = (
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
     f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %s"
+    f"{_NOT_CANCELLED}"
 )
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
@@ -150,7 +164,7 @@ def _and_set_status(insert: str) -> str:
     return (
         f"WITH cp AS ({insert}), "
         f"run AS (UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} "
-        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
+        f"WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp){_NOT_CANCELLED}) "
         "SELECT created_at FROM cp"
     )
 
@@ -170,12 +184,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    "WITH top AS (SELECT seq, base_seq FROM {schema}.checkpoints WHERE execution_id = %s "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -188,7 +197,8 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
+    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL, "
+    "now() + %s::float8 * interval '1 second') RETURNING created_at"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"
@@ -197,15 +207,11 @@ DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
 )
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %s"
-)
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches
 # nothing, so exactly one caller gets the row back. The run turns "running" in the same
 # statement.
-CLAIM_PENDING: Final = (
+_CLAIMED: Final = (
     "WITH claimed AS ("
     "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
     "claim_expires_at = now() + %(lease)s * interval '1 second', "
@@ -219,7 +225,12 @@ CLAIM_PENDING: Final = (
     "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
     "updated_at = now(), finished_at = NULL "
     "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
-    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+)
+_FROM_CLAIMED: Final = f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+CLAIM_PENDING: Final = _CLAIMED + _FROM_CLAIMED
+# The claim that stores an answer records it in the audit trail in the same statement.
+CLAIM_PENDING_AUDITED: Final = (
+    _CLAIMED + ", " + AUDITED.replace("{source}", "claimed") + " " + _FROM_CLAIMED
 )
 RENEW_CLAIM: Final = (
     "UPDATE {schema}.pending_interrupts "
@@ -235,10 +246,13 @@ RELEASE_CLAIM: Final = (
     "WHERE execution_id IN (SELECT execution_id FROM released)) "
     "SELECT count(*) FROM released"
 )
+# Stores an answer and records it in the audit trail (when audit_* are given), one statement.
 ANSWER_PENDING: Final = (
-    "UPDATE {schema}.pending_interrupts SET resume_value = %s "
-    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (%s::text IS NULL OR checkpoint_id = %s::text)"
+    "WITH answered AS (UPDATE {schema}.pending_interrupts SET resume_value = %(value)s "
+    "WHERE execution_id = %(eid)s AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (%(cid)s::text IS NULL OR checkpoint_id = %(cid)s::text) RETURNING execution_id), "
+    + AUDITED.replace("{source}", "answered")
+    + " SELECT count(*) FROM answered"
 )
 SELECT_IDEMPOTENT: Final = (
     "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"
@@ -253,7 +267,8 @@ SELECT_IDEMPOTENT_ALL: Final = (
 )
 SELECT_PRUNABLE: Final = (
     "SELECT execution_id FROM {schema}.runs "
-    "WHERE status IN ('completed', 'failed') AND finished_at < %s ORDER BY finished_at"
+    "WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < %s "
+    "ORDER BY finished_at"
 )
 # Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
 LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"
@@ -269,3 +284,4 @@ DELETE_PENDING_OF_RUNS: Final = (
     "DELETE FROM {schema}.pending_interrupts WHERE execution_id = ANY(%s)"
 )
 DELETE_RUNS: Final = "DELETE FROM {schema}.runs WHERE execution_id = ANY(%s)"
+DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM {schema}.audit_log WHERE execution_id = ANY(%s)"

@@ -25,6 +25,7 @@ from ._leases import (
     lease_left_seconds,
 )
 from ._refusals import lease_lost
+from ._versions import sqlite_served
 
 __all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
 
@@ -84,11 +85,12 @@ DEAD_LETTER_RUN: Final = (
 )
 ENQUEUE_RUN: Final = (
     f"INSERT INTO runs ({_codec.RUN_COLUMNS}, priority) "
-    "VALUES (?, ?, '', 'queued', ?, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, ?) "
+    "VALUES (?, ?, '', 'queued', ?, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, ?, ?) "
     "ON CONFLICT (execution_id) DO NOTHING"
 )
 START_QUEUED: Final = (
-    "UPDATE runs SET status = 'running', runner_kind = ?, input = ?, updated_at = ? "
+    "UPDATE runs SET status = 'running', runner_kind = ?, input = ?, updated_at = ?, "
+    "app_version = COALESCE(app_version, ?) "
     "WHERE execution_id = ? AND status = 'queued' AND owner = ?"
 )
 
@@ -108,9 +110,10 @@ class SQLiteLeases(Fencing):
     ) -> None:
         owner = self._fences.get(cp.execution_id)
         if owner is None:
-            conn.execute(INSERT_CHECKPOINT, params)
+            conn.execute(*_codec.sqlite_binding(INSERT_CHECKPOINT, params))
             return
-        if conn.execute(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner)).rowcount != 1:
+        fenced = _codec.sqlite_binding(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner))
+        if conn.execute(*fenced).rowcount != 1:
             self._drop_head(cp.execution_id)
             raise lease_lost(owner, cp)
 
@@ -187,6 +190,7 @@ class SQLiteLeases(Fencing):
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
         exclude_execution_ids: Sequence[str] | None = None,
+        app_versions: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
         if limit <= 0:
@@ -202,6 +206,9 @@ class SQLiteLeases(Fencing):
         if exclude_execution_ids:  # runs this worker left to workers with other code
             sql += f" AND r.execution_id NOT IN ({','.join('?' * len(exclude_execution_ids))})"
             args.extend(exclude_execution_ids)
+        served, served_args = sqlite_served(app_versions)
+        sql += served
+        args.extend(served_args)
         slots = dict(runner_slots or {})
         args.append(limit * 4 if slots else limit)
         out: list[ClaimedRun] = []
@@ -233,24 +240,39 @@ class SQLiteLeases(Fencing):
         return out
 
     def enqueue_run(
-        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+        self,
+        execution_id: str,
+        runner_name: str,
+        input: Any,
+        *,
+        priority: int,
+        app_version: str | None = None,
     ) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.aenqueue_run`."""
         data = _codec.dump_json(input, "input")
         now = time.time()
         with self._write() as conn:
             cur = conn.execute(
-                ENQUEUE_RUN, (execution_id, runner_name, data, now, now, int(priority))
+                ENQUEUE_RUN,
+                (execution_id, runner_name, data, now, now, app_version, int(priority)),
             )
             return cur.rowcount == 1
 
     def start_queued_run(
-        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        runner_kind: str,
+        input: Any,
+        app_version: str | None = None,
     ) -> bool:
         """See :meth:`tether.store._leases.LeaseStore.astart_queued_run`."""
         data = _codec.dump_json(input, "input")
         with self._write() as conn:
-            cur = conn.execute(START_QUEUED, (runner_kind, data, time.time(), execution_id, owner))
+            cur = conn.execute(
+                START_QUEUED, (runner_kind, data, time.time(), app_version, execution_id, owner)
+            )
             return cur.rowcount == 1
 
     # --- async twins (inline: SQLite calls are short local I/O) ---------------------------
@@ -291,6 +313,7 @@ class SQLiteLeases(Fencing):
         runner_names: list[str] | None = None,
         runner_slots: dict[str, int] | None = None,
         exclude_execution_ids: Sequence[str] | None = None,
+        app_versions: Sequence[str] | None = None,
     ) -> list[ClaimedRun]:
         return self.claim_runs(
             owner=owner,
@@ -300,16 +323,35 @@ class SQLiteLeases(Fencing):
             runner_names=runner_names,
             runner_slots=runner_slots,
             exclude_execution_ids=exclude_execution_ids,
+            app_versions=app_versions,
         )
 
     async def aenqueue_run(
-        self, execution_id: str, runner_name: str, input: Any, *, priority: int
+        self,
+        execution_id: str,
+        runner_name: str,
+        input: Any,
+        *,
+        priority: int,
+        app_version: str | None = None,
     ) -> bool:
-        return self.enqueue_run(execution_id, runner_name, input, priority=priority)
+        return self.enqueue_run(
+            execution_id, runner_name, input, priority=priority, app_version=app_version
+        )
 
     async def astart_queued_run(
-        self, execution_id: str, *, owner: str, runner_kind: str, input: Any
+        self,
+        execution_id: str,
+        *,
+        owner: str,
+        runner_kind: str,
+        input: Any,
+        app_version: str | None = None,
     ) -> bool:
         return self.start_queued_run(
-            execution_id, owner=owner, runner_kind=runner_kind, input=input
+            execution_id,
+            owner=owner,
+            runner_kind=runner_kind,
+            input=input,
+            app_version=app_version,
         )

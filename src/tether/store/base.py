@@ -1,12 +1,14 @@
 """The storage protocol every backend implements (DESIGN section 7).
 
-Four concerns, each a table in the SQL backends:
+Five concerns, each a table in the SQL backends:
 
 - **runs**: one row per run (runner name and kind, status, owner, timestamps), so listing runs
   and finding unfinished ones never scans checkpoints;
 - **checkpoints**: the boundary records of :mod:`tether.checkpoint`;
 - **pending interrupts**: at most one per run, claimed atomically by exactly one resumer;
-- **idempotency cache**: ``(execution_id, key) -> JSON result``.
+- **idempotency cache**: ``(execution_id, key) -> JSON result``;
+- **audit trail**: who answered each interrupt, when, how and with what
+  (:class:`~tether.audit.AuditEntry`), written with the answer and pruned with the run.
 
 Backends know the record and this protocol only, never the engine. The engine calls the async
 twins (``a``-prefixed); a backend whose I/O is fast and local may implement them by calling the
@@ -20,6 +22,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, get_args, runtime_checkable
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 
 __all__ = [
@@ -35,11 +38,12 @@ __all__ = [
     "resumable",
 ]
 
-RunStatus = Literal["queued", "running", "paused", "completed", "failed"]
+RunStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
 """A run's status: ``queued`` (waiting for a worker to start it), ``running``, ``paused`` (an
-interrupt waits for its answer), ``completed``, ``failed`` (docs/workers.md, docs/storage.md)."""
+interrupt waits for its answer), ``completed``, ``failed``, ``cancelled`` (docs/workers.md,
+docs/storage.md; docs/design.md, "Cancel and delete")."""
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
-EndedStatus = Literal["completed", "failed"]
+EndedStatus = Literal["completed", "failed", "cancelled"]
 """The status a run-end row records: how the run ended."""
 FINISHED_STATUSES: tuple[EndedStatus, ...] = get_args(EndedStatus)
 
@@ -52,7 +56,8 @@ class RunRecord:
         execution_id: the run's id.
         runner_name: the name of the runner that started it (``Chain("refunds")`` -> ``refunds``).
         runner_kind: ``chain``, ``agent``, ``swarm`` or ``supervisor``.
-        status: ``queued``, ``running``, ``paused``, ``completed`` or ``failed``.
+        status: ``queued``, ``running``, ``paused``, ``completed``, ``failed`` or
+            ``cancelled`` (docs/design.md, "Cancel and delete").
         input: the input the run was started with (JSON-able), so any process can restart it.
         parent_execution_id: for a fork, the run it branched from.
         parent_checkpoint_id: for a fork, the checkpoint it branched from.
@@ -60,6 +65,11 @@ class RunRecord:
         lease_expires_at: when that lease lapses (UTC).
         error: for a failed run, ``"<ExceptionType>: <message>"``.
         created_at / updated_at / finished_at: UTC timestamps.
+        app_version: the version of the code that started the run (``Registry(version=...)``
+            or ``TETHER_APP_VERSION``), ``None`` if none was declared (docs/design.md §13).
+        damaged: set only on a listing's entry whose row could not be fully decoded: which
+            fields are unreadable (they are ``None``, names shown with bad bytes replaced);
+            see :mod:`tether.store._listing`.
     """
 
     execution_id: str
@@ -75,6 +85,8 @@ class RunRecord:
     created_at: _dt.datetime | None = None
     updated_at: _dt.datetime | None = None
     finished_at: _dt.datetime | None = None
+    app_version: str | None = None
+    damaged: str | None = None
 
 
 @dataclass(slots=True)
@@ -91,8 +103,12 @@ class PendingInterrupt:
         created_at: when the run paused (UTC).
         claimed_by: the resumer holding the claim, if any.
         claim_expires_at: when that claim lapses; after it, the run is resumable again.
+        due_at: when its approval deadline passes (``interrupt(..., timeout_seconds=)``), after
+            which a worker applies its ``on_timeout``; ``None``: no deadline.
         resume_value: the answer given, as a JSON-able dict (kept so a claimer that dies does
             not lose it), or ``None`` while unanswered.
+        damaged: as :attr:`RunRecord.damaged`, for a listed interrupt whose row could not be
+            fully decoded.
     """
 
     execution_id: str
@@ -105,6 +121,8 @@ class PendingInterrupt:
     claimed_by: str | None = None
     claim_expires_at: _dt.datetime | None = None
     resume_value: dict[str, Any] | None = None
+    damaged: str | None = None
+    due_at: _dt.datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,
@@ -220,6 +238,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
 
@@ -228,6 +247,8 @@ class Checkpointer(Protocol):
         it (its claimer died: the lease lapsed, or ``steal_from`` names the dead claimer).
         With ``checkpoint_id``: only if the pending interrupt is the one recorded at that
         checkpoint, checked in the same statement (an answer is bound to the question shown).
+        With ``audit`` and ``resume_value``: the entry is appended to the run's audit trail
+        in the same transaction, only when the answer is stored.
 
         Returns:
             The claimed row (with the stored answer), or ``None`` if the caller lost.
@@ -246,12 +267,34 @@ class Checkpointer(Protocol):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
         is gone or already answered, or, given ``checkpoint_id`` (the question the person was
         shown), if the run waits on another question by then: checked in the same statement,
         so an answer never lands on a question nobody saw (docs/design.md, "Interrupts and the
-        claim")."""
+        claim"). ``audit`` is appended to the run's audit trail in the same transaction, only
+        when the answer is stored (docs/design.md §5, "The audit trail")."""
+
+    # --- audit trail ----------------------------------------------------------------------
+    def record_audit(self, entry: AuditEntry) -> None:
+        """Append an entry that comes with no answer (a cancel, a state patch) to its run's
+        audit trail, in its own transaction; the store sets ``at`` and ``entry_id``.
+
+        Raises:
+            SerializationError: ``entry.data`` cannot be stored as JSON (nothing written).
+        """
+
+    def list_audit(
+        self,
+        execution_id: str | None = None,
+        *,
+        since: _dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[AuditEntry]:
+        """One run's audit trail in the order recorded; or, with ``execution_id=None``,
+        every run's entries recorded at or after ``since`` (UTC; naive is taken as UTC),
+        oldest first, at most ``limit`` (``None``: all)."""
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -310,6 +353,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None: ...
     async def arenew_claim(
         self, execution_id: str, *, owner: str, lease_seconds: float
@@ -317,6 +361,7 @@ class Checkpointer(Protocol):
     async def arelease_claim(self, execution_id: str, *, owner: str) -> bool: ...
     async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]: ...
     async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any: ...
+    async def arecord_audit(self, entry: AuditEntry) -> None: ...
 
 
 @runtime_checkable
@@ -423,6 +468,7 @@ class SyncAsyncMixin:
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         return self.claim_interrupt(
             execution_id,
@@ -431,6 +477,7 @@ class SyncAsyncMixin:
             lease_seconds=lease_seconds,
             steal_from=steal_from,
             checkpoint_id=checkpoint_id,
+            audit=audit,
         )
 
     async def arenew_claim(

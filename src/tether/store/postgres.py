@@ -50,12 +50,17 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import ConfigurationError
-from . import _codec
+from . import _codec, _listing
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
+from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
+from ._postgres_audit import PostgresAudit, audit_named_params
+from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
 from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
@@ -78,7 +83,30 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
-class PostgresCheckpointer(PostgresLeases):
+def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``postgresql://`` URL as libpq's DSN and the constructor's options (its ``schema``
+    query parameter moved into ``options``), as :meth:`PostgresCheckpointer.from_url` reads it.
+
+    Raises:
+        ConfigurationError: not a Postgres URL, or two different schemas asked for.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(options)
+    schemas = {v for k, v in query if k == "schema"}
+    if "schema" in options:
+        schemas.add(options["schema"])
+    if len(schemas) > 1:
+        raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
+    if schemas:
+        options["schema"] = schemas.pop()
+    rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
+
+
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresControl):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -201,19 +229,7 @@ class PostgresCheckpointer(PostgresLeases):
         Raises:
             ConfigurationError: not a Postgres URL, or two different schemas asked for.
         """
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
-            raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = {v for k, v in query if k == "schema"}
-        if "schema" in options:
-            schemas.add(options["schema"])
-        if len(schemas) > 1:
-            raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
-        if schemas:
-            options["schema"] = schemas.pop()
-        rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
+        dsn, options = split_url(url, options)
         return cls(dsn, **options)
 
     def __repr__(self) -> str:
@@ -304,6 +320,7 @@ class PostgresCheckpointer(PostgresLeases):
             run.parent_checkpoint_id,
             run.owner,
             lease_seconds,
+            run.app_version,
         )
         try:
             res: Result = yield self._q(q.INSERT_RUN), params
@@ -339,27 +356,18 @@ class PostgresCheckpointer(PostgresLeases):
     def get_run(self, execution_id: str) -> RunRecord | None:
         """The run, or ``None``."""
         row = self._db.run("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
         row = await self._db.arun("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> builtins.list[RunRecord]:
-        """Runs, newest first, optionally filtered by status and runner name."""
-        params: tuple[Any, ...]
-        if status is not None and runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS_NAME, (status, runner_name, limit)
-        elif status is not None:
-            template, params = q.SELECT_RUNS_BY_STATUS, (status, limit)
-        elif runner_name is not None:
-            template, params = q.SELECT_RUNS_BY_NAME, (runner_name, limit)
-        else:
-            template, params = q.SELECT_RUNS, (limit,)
-        rows = self._db.run("list_runs", self._all(template, params))
-        return [_codec.run_from_row(r) for r in rows]
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        return self._db.run("listing", self._all(sql.replace("?", "%s"), tuple(args)))
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when
 
     def _status_plan(self, execution_id: str, status: RunStatus, error: str | None) -> Plan[int]:
         return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
@@ -405,7 +413,7 @@ class PostgresCheckpointer(PostgresLeases):
         cp: Checkpoint,
         *,
         force_full: bool = False,
-        run_status: RunStatus | None = None,
+        run_status: str | None = None,
         error: str | None = None,
         final: bool = False,
         release_lease_of: str | None = None,
@@ -529,6 +537,7 @@ class PostgresCheckpointer(PostgresLeases):
             cp.agent_path,
             cp.interrupt_reason or "",
             pending_context,
+            _codec.pending_due_seconds(cp),
         )
         created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
         rel = release_lease_of
@@ -546,6 +555,7 @@ class PostgresCheckpointer(PostgresLeases):
             context=cp.interrupt_context,
             agent_path=cp.agent_path,
             created_at=_codec.ts_to_dt(created),
+            due_at=_codec.due_at(created, params[-1]),
         )
         return pending, head
 
@@ -635,21 +645,22 @@ class PostgresCheckpointer(PostgresLeases):
     def _resumable_plan(
         self, execution_id: str
     ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
-        window = (yield self._q(q.SELECT_RESUME_WINDOW), (execution_id, execution_id)).rows
-        if not window:
+        rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
+        if not rows:
             return None, None, None
-        rows, chain = _codec.resume_window(window)
-        if chain is None:  # run-end markers one after another
-            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), (execution_id, rows[0][2])).rows
-            bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-            chain = (yield self._q(q.SELECT_STATE_CHAIN), bounds).rows
+        if _codec.resumable_lies_further_back(rows):
+            older = (execution_id, min(r[2] for r in rows))
+            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), older).rows
+        bounds = _codec.state_chain_bounds(rows)
+        chain = (yield self._q(q.SELECT_STATE_CHAIN), (execution_id, *bounds)).rows
         return _codec.resume_point(rows, chain)
 
     def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
         """The row a resume re-enters: the run's newest row that is not a run-end marker,
-        with its full state, read with the newest row in one round trip (the rows from the
-        snapshot under the two newest up to the newest; two more when both are run-end
-        markers). Also refreshes the writer's head, as :meth:`get_last` does.
+        with its full state, in two round trips: the two newest rows, then the state chain
+        from the snapshot under them up to the newest, as ``(seq, state_kind, state)`` only
+        (one more first when both are run-end markers). Also refreshes the writer's head, as
+        :meth:`get_last` does.
 
         Returns:
             ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but
@@ -707,11 +718,6 @@ class PostgresCheckpointer(PostgresLeases):
         )
         return None if row is None else _codec.pending_from_row(row)
 
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        """Pending interrupts, oldest first."""
-        rows = self._db.run("list_pending_interrupts", self._all(q.SELECT_PENDING_ALL, (limit,)))
-        return [_codec.pending_from_row(r) for r in rows]
-
     def _claim_plan(
         self,
         execution_id: str,
@@ -720,6 +726,7 @@ class PostgresCheckpointer(PostgresLeases):
         lease_seconds: float,
         steal_from: str | None,
         checkpoint_id: str | None,
+        audit: AuditEntry | None,
     ) -> Plan[PendingInterrupt | None]:
         params = {
             "owner": owner,
@@ -729,7 +736,11 @@ class PostgresCheckpointer(PostgresLeases):
             "steal": steal_from,
             "cid": checkpoint_id,
         }
-        row = yield from self._one(q.CLAIM_PENDING, params)
+        statement = q.CLAIM_PENDING
+        if audit is not None and resume_value is not None:
+            statement = q.CLAIM_PENDING_AUDITED
+            params.update(audit_named_params(audit))
+        row = yield from self._one(statement, params)
         return None if row is None else _codec.pending_from_row(row)
 
     def claim_interrupt(
@@ -741,6 +752,7 @@ class PostgresCheckpointer(PostgresLeases):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt: one statement, exactly one of any
         number of concurrent callers (processes, machines) wins.
@@ -754,13 +766,15 @@ class PostgresCheckpointer(PostgresLeases):
             steal_from: a claimer known to be dead.
             checkpoint_id: claim only the question recorded at this interrupted checkpoint
                 (``None``: whichever is pending).
+            audit: the entry recording ``resume_value`` in the run's audit trail, appended
+                by the same statement when the claim stores the answer.
 
         Returns:
             The claimed row with the stored answer, or ``None`` if the caller lost. The run is
             marked ``running`` in the same statement.
         """
         plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
         )
         return self._db.run("claim_interrupt", plan, execution_id=execution_id)
 
@@ -773,9 +787,10 @@ class PostgresCheckpointer(PostgresLeases):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id
+            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
         )
         return await self._db.arun("claim_interrupt", plan, execution_id=execution_id)
 
@@ -815,12 +830,22 @@ class PostgresCheckpointer(PostgresLeases):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
-        claimed, or (given ``checkpoint_id``) is not the question recorded at it."""
-        value = _codec.dump_json(resume_value, "resume_value")
-        plan = self._count(q.ANSWER_PENDING, (value, execution_id, checkpoint_id, checkpoint_id))
-        return self._db.run("answer_interrupt", plan, execution_id=execution_id) == 1
+        claimed, or (given ``checkpoint_id``) is not the question recorded at it. ``audit``
+        is appended to the run's audit trail by the same statement when the answer is
+        stored."""
+        params = {
+            "value": _codec.dump_json(resume_value, "resume_value"),
+            "eid": execution_id,
+            "cid": checkpoint_id,
+            **audit_named_params(audit),
+        }
+        row = self._db.run(
+            "answer_interrupt", self._one(q.ANSWER_PENDING, params), execution_id=execution_id
+        )
+        return bool(row and row[0] == 1)
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -873,6 +898,9 @@ class PostgresCheckpointer(PostgresLeases):
         result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
         result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
         yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
+        for statement in POSTGRES_PRUNE_THREADS:  # a LangGraph run's thread
+            yield self._q(statement), (ids,)
+        yield self._q(q.DELETE_AUDIT_OF_RUNS), (ids,)
         yield self._q(q.DELETE_RUNS), (ids,)
         return result
 

@@ -29,19 +29,36 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
-from ..errors import ConfigurationError, SerializationError, TetherError
-from . import _codec
+from ..errors import (
+    ConfigurationError,
+    SerializationError,
+    TetherError,
+)
+from . import _codec, _listing
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
+from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
+from ._listing import Listings
 from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
+from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
+from ._sqlite_control import MIGRATION_V9, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
-from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus, SyncAsyncMixin
+from ._versions import SQLITE_MIGRATION_V8
+from .base import (
+    FINISHED_STATUSES,
+    PendingInterrupt,
+    PruneResult,
+    RunRecord,
+    RunStatus,
+    SyncAsyncMixin,
+)
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -127,6 +144,16 @@ MIGRATIONS[3] = (
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
+# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
+# v7: the runs listing's keyset order (see _listing).
+MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
+# v8: the version of the code that started each run (see _versions).
+MIGRATIONS[8] = SQLITE_MIGRATION_V8
+# v9: approval deadlines (see _sqlite_control).
+MIGRATIONS[9] = MIGRATION_V9
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -138,12 +165,12 @@ CREATE_SCHEMA_TABLE: Final = (
 SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM tether_schema"
 INSERT_SCHEMA_VERSION: Final = "INSERT INTO tether_schema (version, applied_at) VALUES (?, ?)"
 
-INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 13)})"
+INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 14)})"
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = ?"
 UPDATE_RUN_STATUS: Final = (
     "UPDATE runs SET status = ?, error = ?, updated_at = ?, "
-    "finished_at = CASE WHEN ? IN ('completed', 'failed') THEN ? ELSE NULL END "
-    "WHERE execution_id = ?"
+    "finished_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE NULL END "
+    "WHERE execution_id = ? AND status <> 'cancelled'"
 )
 _SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
 _PATH_FILTER: Final = " AND (agent_path = ? OR substr(agent_path, 1, ?) = ?)"
@@ -158,12 +185,7 @@ SELECT_LAST_PATH: Final = (
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    f"WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = ? "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
-)
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -176,7 +198,7 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?)"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM pending_interrupts WHERE execution_id = ? AND claimed_by = ?"
@@ -184,9 +206,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = ?"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts ORDER BY created_at LIMIT ?"
 )
 # The claim: one statement, so exactly one concurrent caller gets the row back.
 CLAIM_PENDING: Final = (
@@ -220,31 +239,8 @@ SELECT_IDEMPOTENT_ALL: Final = (
     "SELECT key, value FROM idempotency_cache WHERE execution_id = ? ORDER BY created_at"
 )
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ? "
-    "ORDER BY finished_at"
-)
-# Prune works on the whole set at once: each statement names the runs by the same cutoff, and
-# the write lock held from the first to the last keeps that set fixed in between.
-_PRUNABLE_IDS: Final = (
-    "(SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?)"
-)
-COUNT_CHECKPOINTS_PRUNABLE: Final = (
-    f"SELECT count(*) FROM checkpoints WHERE execution_id IN {_PRUNABLE_IDS}"
-)
-COUNT_IDEMPOTENT_PRUNABLE: Final = (
-    f"SELECT count(*) FROM idempotency_cache WHERE execution_id IN {_PRUNABLE_IDS}"
-)
-DELETE_CHECKPOINTS_PRUNABLE: Final = (
-    f"DELETE FROM checkpoints WHERE execution_id IN {_PRUNABLE_IDS}"
-)
-DELETE_IDEMPOTENT_PRUNABLE: Final = (
-    f"DELETE FROM idempotency_cache WHERE execution_id IN {_PRUNABLE_IDS}"
-)
-DELETE_PENDING_PRUNABLE: Final = (
-    f"DELETE FROM pending_interrupts WHERE execution_id IN {_PRUNABLE_IDS}"
-)
-DELETE_RUNS_PRUNABLE: Final = (
-    "DELETE FROM runs WHERE status IN ('completed', 'failed') AND finished_at < ?"
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
+    "AND finished_at < ?"
 )
 
 
@@ -252,7 +248,11 @@ def _now() -> float:
     return time.time()
 
 
-class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, SyncAsyncMixin):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -487,6 +487,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                         now,
                         now,
                         None,
+                        run.app_version,
                     ),
                 )
             except sqlite3.IntegrityError as exc:
@@ -504,23 +505,27 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
             row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
-        return None if row is None else _codec.run_from_row(row)
+        return None if row is None else _listing.read_run(row)
 
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
-        sql = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE 1 = 1"
-        args: list[Any] = []
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(status)
-        if runner_name is not None:
-            sql += " AND runner_name = ?"
-            args.append(runner_name)
-        sql += " ORDER BY created_at DESC LIMIT ?"
-        args.append(limit)
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        sql = sql.replace("{schema}.", "")
         with self._read() as conn:
-            return [_codec.run_from_row(r) for r in conn.execute(sql, args).fetchall()]
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+            # A TEXT value that is not UTF-8 stops the whole fetch: read again with bad bytes
+            # kept as surrogates, so only that row's entry is marked damaged.
+            conn.text_factory = _lenient_text
+            try:
+                return conn.execute(sql, args).fetchall()
+            finally:
+                conn.text_factory = str
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when.timestamp()
 
     def set_run_status(
         self, execution_id: str, status: RunStatus, *, error: str | None = None
@@ -646,6 +651,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
+        due = _codec.pending_due_seconds(checkpoint)
         with self._write() as conn:
             if release_claim_of is not None:
                 self._release(conn, checkpoint.execution_id, release_claim_of)
@@ -663,6 +669,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                     checkpoint.interrupt_reason or "",
                     pending_context,
                     now,
+                    None if due is None else now + due,
                 ),
             )
             conn.execute(
@@ -679,6 +686,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             context=checkpoint.interrupt_context,
             agent_path=checkpoint.agent_path,
             created_at=_codec.ts_to_dt(now),
+            due_at=None if due is None else _codec.ts_to_dt(now + due),
         )
 
     async def arecord_interrupt(
@@ -745,14 +753,14 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         """The row a resume re-enters, mostly in one read (the contract of
         :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
         with self._read() as conn:
-            window = conn.execute(SELECT_RESUME_WINDOW, (execution_id, execution_id)).fetchall()
-            if not window:
+            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
+            if not rows:
                 return None, None
-            rows, chain = _codec.resume_window(window)
-            if chain is None:  # run-end markers one after another
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, (execution_id, rows[0][2])).fetchall()
-                bounds = (execution_id, min(r[9] for r in rows), rows[1][2])
-                chain = conn.execute(SELECT_STATE_CHAIN, bounds).fetchall()
+            if _codec.resumable_lies_further_back(rows):
+                older = (execution_id, min(r[2] for r in rows))
+                rows += conn.execute(SELECT_RESUMABLE_BEFORE, older).fetchall()
+            bounds = _codec.state_chain_bounds(rows)
+            chain = conn.execute(SELECT_STATE_CHAIN, (execution_id, *bounds)).fetchall()
         cp, ended, head = _codec.resume_point(rows, chain)
         self._heads.set(execution_id, head)
         return cp, ended
@@ -778,10 +786,6 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
             row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
         return None if row is None else _codec.pending_from_row(row)
 
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        with self._read() as conn:
-            return [_codec.pending_from_row(r) for r in conn.execute(SELECT_PENDING_ALL, (limit,))]
-
     def claim_interrupt(
         self,
         execution_id: str,
@@ -791,6 +795,7 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         value = _codec.dump_json(resume_value, "resume_value")
         now = _now()
@@ -814,6 +819,8 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
                 conn.execute(
                     UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
                 )
+                if audit is not None and value is not None:
+                    insert_audit(conn, audit, now)
         return None if row is None else _codec.pending_from_row(row)
 
     delete_pending_interrupt_atomic = claim_interrupt
@@ -838,11 +845,15 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         value = _codec.dump_json(resume_value, "resume_value")
         params = (value, execution_id, checkpoint_id, checkpoint_id)
         with self._write() as conn:
-            return conn.execute(ANSWER_PENDING, params).rowcount == 1
+            stored = conn.execute(ANSWER_PENDING, params).rowcount == 1
+            if stored and audit is not None:
+                insert_audit(conn, audit, _now())
+            return stored
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -877,20 +888,33 @@ class SQLiteCheckpointer(SQLiteLeases, SyncAsyncMixin):
         Returns:
             Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
         """
-        cutoff = (_codec.prune_cutoff(older_than, _now()),)
+        cutoff = _codec.prune_cutoff(older_than, _now())
+        result = PruneResult()
         with self._write() as conn:
-            ids = [eid for (eid,) in conn.execute(SELECT_PRUNABLE, cutoff).fetchall()]
-            result = PruneResult(runs=len(ids), execution_ids=ids)
-            if not ids:
-                return result
-            if dry_run:
-                result.checkpoints = conn.execute(COUNT_CHECKPOINTS_PRUNABLE, cutoff).fetchone()[0]
-                result.idempotency = conn.execute(COUNT_IDEMPOTENT_PRUNABLE, cutoff).fetchone()[0]
-                return result
-            result.checkpoints = conn.execute(DELETE_CHECKPOINTS_PRUNABLE, cutoff).rowcount
-            result.idempotency = conn.execute(DELETE_IDEMPOTENT_PRUNABLE, cutoff).rowcount
-            conn.execute(DELETE_PENDING_PRUNABLE, cutoff)
-            conn.execute(DELETE_RUNS_PRUNABLE, cutoff)
+            ids = [r[0] for r in conn.execute(SELECT_PRUNABLE, (cutoff,)).fetchall()]
+            for eid in ids:
+                run = conn.execute("SELECT status FROM runs WHERE execution_id = ?", (eid,))
+                status = run.fetchone()[0]
+                if status not in FINISHED_STATUSES:  # pragma: no cover - guarded by the query
+                    continue
+                n_cp = conn.execute(
+                    "SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?", (eid,)
+                ).fetchone()[0]
+                n_id = conn.execute(
+                    "SELECT COUNT(*) FROM idempotency_cache WHERE execution_id = ?", (eid,)
+                ).fetchone()[0]
+                if not dry_run:
+                    conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
+                    conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
+                    conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
+                    for statement in SQLITE_PRUNE_THREAD:  # a LangGraph run's thread
+                        conn.execute(statement, (eid,))
+                    conn.execute(DELETE_AUDIT_OF, (eid,))
+                    conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
+                result.runs += 1
+                result.checkpoints += n_cp
+                result.idempotency += n_id
+                result.execution_ids.append(eid)
         if not dry_run:
             for eid in result.execution_ids:
                 self._heads.drop(eid)

@@ -7,35 +7,76 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio.to_thread
 
 from .._runner import question_changed
+from ..audit import DATA_MAX_BYTES, NOTE_MAX_CHARS, answer_metadata, oversized_answer
 
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli.runs import missing_parents, pending_json, run_json, timeline
+from ..cli._errors import CommandError
+from ..cli.answer import store_answer
+from ..cli.audit import parse_since
+from ..cli.runs import run_detail
+from ..control import refuse_if_cancelled
 from ..errors import (
     AlreadyResumed,
+    ChainResumeError,
+    CheckpointNotFoundError,
     ConfigurationError,
     InterruptChangedError,
+    RunCancelledError,
     RunnerMismatchError,
+    RunNotFoundError,
     TetherError,
 )
 from ..interrupt import Resume
 from ..registry import Registry
 from ..store.base import Checkpointer
+from ._inspect import conversation, inspect_checkpoint
 
 T = TypeVar("T")
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
+#: A request body (the API's JSON, a form): room for the largest note and data.
+BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
+
+
+@contextlib.contextmanager
+def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
+    """Map what a runner verb raises to the :class:`ActionError` the page and API answer."""
+    try:
+        yield
+    except (InterruptChangedError, RunCancelledError) as exc:
+        raise ActionError(409, exc.message) from None
+    except AlreadyResumed as exc:
+        raise ActionError(409, f"run {execution_id} was {conflict}: {exc}") from None
+    except (CheckpointNotFoundError, RunNotFoundError) as exc:
+        raise ActionError(404, str(exc)) from None
+    except (ChainResumeError, ConfigurationError, RunnerMismatchError) as exc:
+        raise ActionError(409, f"cannot do that to run {execution_id}: {exc}") from None
+    except TetherError as exc:
+        raise ActionError(500, f"run {execution_id}: {exc}") from None
+
+
+def _outcome(action: str, result: Any) -> dict[str, Any]:
+    error = result.error
+    return {
+        "action": action,
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "output": result.output,
+        "pending_interrupt": result.pending_interrupt,
+        "error": None if error is None else f"{type(error).__name__}: {error}",
+    }
 
 
 class ActionError(Exception):
@@ -59,17 +100,32 @@ class Answer:
     Attributes:
         checkpoint_id: the question the operator was shown (the pending interrupt's
             ``checkpoint_id``); ``None``: the one pending when the server reads the run.
+        via: ``web`` (the page's form) or ``api`` (the JSON API), as the audit trail
+            records it.
+        actor: the named user who answers; ``None`` under the shared token.
     """
 
     approved: bool
     note: str | None = None
     data: Any = None
     checkpoint_id: str | None = None
+    via: str = "web"
+    actor: str | None = None
+
+    def check_size(self) -> None:
+        """Refuse a note over :data:`NOTE_MAX_CHARS` (400) or data over
+        :data:`DATA_MAX_BYTES` as JSON (413).
+
+        Raises:
+            ActionError: the note or the data is too large; nothing was stored.
+        """
+        problem = oversized_answer(self.note, self.data)
+        if problem is not None:
+            what, message = problem
+            raise ActionError(400 if what == "note" else 413, message)
 
     def to_resume(self, checkpoint_id: str) -> Resume:
-        metadata: dict[str, Any] = {"via": "web"}
-        if self.note:
-            metadata["note"] = self.note
+        metadata = answer_metadata(self.via, self.actor, self.note or None)
         return Resume(self.approved, self.data, metadata, checkpoint_id=checkpoint_id)
 
 
@@ -97,64 +153,54 @@ class Service:
         return await anyio.to_thread.run_sync(fn)
 
     # --- reads ----------------------------------------------------------------------------
-    async def runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """Runs, newest first, as ``tether runs list --json`` prints them.
+    async def run(self, execution_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+        """A run with its result, timeline, pending interrupt, idempotency cache and audit
+        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`),
+        plus ``runner_available``, ``conversation`` (an agent run's messages:
+        :func:`tether.web._inspect.conversation`) and, given ``checkpoint_id``, ``inspected``
+        (that checkpoint's state and value diff: :func:`tether.web._inspect.inspect_checkpoint`).
 
         Raises:
-            ActionError: (400) an unknown status.
-        """
-        if status is not None and status not in RUN_STATUSES:
-            raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
-
-        def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
-            pruned = missing_parents(self.store, found)
-            return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
-
-        return await self._off_loop(read)
-
-    async def run(self, execution_id: str) -> dict[str, Any]:
-        """A run with its timeline, pending interrupt and idempotency cache (the shape of
-        ``tether runs show --json``, plus ``runner_available``).
-
-        Raises:
-            ActionError: (404) no such run.
+            ActionError: (404) no such run, or no such checkpoint in it.
         """
 
         def read() -> dict[str, Any]:
             run = self.store.get_run(execution_id)
             if run is None:
                 raise ActionError(404, f"no run with execution_id {execution_id!r}")
-            pending = self.store.get_pending_interrupt(execution_id)
-            pruned = bool(missing_parents(self.store, [run]))
+            rows = self.store.list(execution_id)
+            inspected = None
+            if checkpoint_id is not None:
+                inspected = inspect_checkpoint(rows, checkpoint_id, run.input)
+                if inspected is None:
+                    raise ActionError(
+                        404, f"run {execution_id!r} has no checkpoint {checkpoint_id!r}"
+                    )
             return {
-                "run": run_json(run, parent_pruned=pruned),
-                "checkpoints": timeline(run, self.store.list(execution_id)),
-                "pending_interrupt": None if pending is None else pending_json(pending),
-                "idempotency": self.store.list_idempotent(execution_id),
+                **run_detail(self.store, run, rows),
                 "runner_available": run.runner_name in self.registry,
+                "conversation": conversation(rows),
+                "inspected": inspected,
             }
 
         return await self._off_loop(read)
 
-    async def pending(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Pending interrupts, oldest first, each with its run's ``runner_name``."""
+    async def audit(self, since: str, limit: int) -> list[dict[str, Any]]:
+        """The audit trail of every run since ``since`` (an age such as ``7d`` or an ISO 8601
+        time, as ``tether audit --since`` takes), newest first, at most ``limit`` entries.
+
+        Raises:
+            ActionError: (400) ``since`` is neither an age nor a time.
+        """
+        try:
+            start = parse_since(since)
+        except CommandError as exc:
+            raise ActionError(400, str(exc)) from None
 
         def read() -> list[dict[str, Any]]:
-            out = []
-            for p in self.store.list_pending_interrupts(limit=limit):
-                run = self.store.get_run(p.execution_id)
-                name = run.runner_name if run else None
-                out.append(
-                    {
-                        **pending_json(p),
-                        "runner_name": name,
-                        "runner_available": name in self.registry,
-                    }
-                )
-            return out
+            # Oldest first from the store; the newest ``limit`` of them, newest first, here.
+            found = self.store.list_audit(since=start)
+            return [e.as_dict() for e in reversed(found[-limit:])]
 
         return await self._off_loop(read)
 
@@ -171,24 +217,31 @@ class Service:
         question by the time it is stored or claimed.
 
         Raises:
-            ActionError: 404 no such run; 409 the interrupt was already answered, the run is
-                not waiting for an answer, waits on another question than the one answered,
-                or another resumer won the race (nothing changed).
+            ActionError: 400 a note over :data:`NOTE_MAX_CHARS`; 413 data over
+                :data:`DATA_MAX_BYTES`; 404 no such run; 409 the interrupt was already
+                answered, the run is not waiting for an answer, waits on another question
+                than the one answered, or another resumer won the race (nothing changed).
         """
+        answer.check_size()
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        return self._one_at_a_time(execution_id, lambda: self._answer(execution_id, answer))
+
+    def _one_at_a_time(self, execution_id: str, fn: Callable[[], T]) -> T:
         with self._locks_guard:
             lock = self._run_locks.get(execution_id)
             if lock is None:
                 lock = self._run_locks[execution_id] = threading.Lock()
         with lock:
-            return self._answer(execution_id, answer)
+            return fn()
 
     def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         run = self.store.get_run(execution_id)
         if run is None:
             raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        with _refusals(execution_id, "cancelled"):
+            refuse_if_cancelled(self.store, run)
         pending = self.store.get_pending_interrupt(execution_id)
         shown = answer.checkpoint_id
         if shown is not None and (pending is None or pending.checkpoint_id != shown):
@@ -209,15 +262,12 @@ class Service:
             "checkpoint_id": pending.checkpoint_id,
         }
         if run.runner_name not in self.registry:
-            stored = self.store.answer_interrupt(
-                execution_id, value.to_dict(), checkpoint_id=pending.checkpoint_id
-            )
-            if not stored:
-                now = self.store.get_pending_interrupt(execution_id)
-                if now is None or now.checkpoint_id != pending.checkpoint_id:
-                    changed = question_changed(execution_id, pending.checkpoint_id, now)
-                    raise ActionError(409, changed.message)
-                raise ActionError(409, f"run {execution_id} was answered meanwhile")
+            try:
+                store_answer(self.store, execution_id, value)
+            except (InterruptChangedError, RunCancelledError) as exc:
+                raise ActionError(409, exc.message) from None
+            except AlreadyResumed:
+                raise ActionError(409, f"run {execution_id} was answered meanwhile") from None
             return {
                 **base,
                 "action": "answer_stored",
@@ -228,25 +278,72 @@ class Service:
                     "so the run continues when a process with its code resumes it"
                 ),
             }
-        try:
+        with _refusals(execution_id, "already answered"):
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
-        except InterruptChangedError as exc:
-            raise ActionError(409, exc.message) from None
-        except AlreadyResumed as exc:
-            raise ActionError(409, f"run {execution_id} was already answered: {exc}") from None
-        except (ConfigurationError, RunnerMismatchError) as exc:
-            raise ActionError(409, f"cannot resume run {execution_id}: {exc}") from None
-        except TetherError as exc:
-            raise ActionError(500, f"resuming run {execution_id} failed: {exc}") from None
-        error = result.error
         return {
             **base,
-            "action": "resumed",
-            "status": result.status,
-            "output": result.output,
-            "pending_interrupt": result.pending_interrupt,
-            "error": None if error is None else f"{type(error).__name__}: {error}",
+            **_outcome("resumed", result),
             "resume_value": value.to_dict(),
             "message": f"run {result.status}",
         }
+
+    # --- what an operator does next (the run inspector's buttons) ----------------------------
+    async def resume(self, execution_id: str) -> dict[str, Any]:
+        """Resume a failed or stranded run (or one whose answer was stored) through its
+        runner, as ``tether resume`` does: ``{"action": "resumed", "execution_id",
+        "status", "output", "pending_interrupt", "error"}``.
+
+        Raises:
+            ActionError: 404 no such run; 409 no runner of its name in this server's app, it
+                waits for an answer, it already completed, or another process resumed it.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            pending = self.store.get_pending_interrupt(execution_id)
+            if pending is not None and pending.resume_value is None:
+                raise ActionError(
+                    409, f"run {execution_id} waits for an answer: approve or reject it"
+                )
+            with _refusals(execution_id, "already resumed or completed"):
+                result = runner.resume(execution_id)
+            return {"execution_id": execution_id, **_outcome("resumed", result)}
+
+        return await self._off_loop(lambda: self._one_at_a_time(execution_id, call))
+
+    async def fork(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None,
+        state_updates: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Branch a new run from ``checkpoint_id`` with ``state_updates`` merged into its
+        state, and run it, as ``tether fork`` does: ``{"action": "forked", "execution_id"
+        (the new run's), "parent_execution_id", "status", ...}``.
+
+        Raises:
+            ActionError: 404 no such run or checkpoint; 409 no runner of its name in this
+                server's app; 400 updates the runner cannot take.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            with _refusals(execution_id, "not forkable"):
+                result = runner.fork(execution_id, checkpoint_id, state_updates=state_updates)
+            return {"parent_execution_id": execution_id, **_outcome("forked", result)}
+
+        return await self._off_loop(call)
+
+    def _runner_for(self, execution_id: str) -> Any:
+        run = self.store.get_run(execution_id)
+        if run is None:
+            raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        if run.runner_name not in self.registry:
+            raise ActionError(
+                409,
+                f"this server's app has no runner named {run.runner_name!r}: serve with --app "
+                "naming it, or use `tether resume` / `tether fork` with the app",
+            )
+        with _refusals(execution_id, "not runnable here"):
+            return self.registry.for_run(self.store, execution_id)

@@ -50,6 +50,13 @@ def test_a_run_journals_each_model_and_tool_call_and_a_handoff_stays_in_one_run(
         ("turn:2", "llm_call", "completed", f"{base}/agent:billing"),
         ("run_end", "run_end", "completed", f"{base}/agent:billing"),
     ]
+    assert [c.label for c in store.list(result.execution_id)] == [
+        "model answered",
+        "model answered",
+        "tool returned",
+        "model answered",
+        "run completed",
+    ]
     assert len(stub.requests) == 3
     assert ledger(ledger_path) == ["lookup:A-1"]
     run = store.get_run(result.execution_id)
@@ -79,6 +86,7 @@ def test_a_needs_approval_tool_pauses_as_a_tether_interrupt_and_runs_once_when_a
         },
         "node_id": "turn:1/tool:refund",
         "agent_path": "openai_agents:support/agent:billing/tool:refund",
+        "checkpoint_id": paused.pending_interrupt["checkpoint_id"],
     }
     pending = store.get_pending_interrupt(paused.execution_id)
     assert pending is not None and pending.reason == APPROVAL_REASON

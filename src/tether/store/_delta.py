@@ -1,0 +1,449 @@
+"""Delta storage of state.
+
+A run's state is stored per top-level key as raw JSON. Each checkpoint row holds either
+
+- a **full** snapshot ``{"<key>": <json>, ...}``, or
+- a **delta** against the previous row: ``{"s": {key: json}, "d": [key], "a": {key: [items]}}``
+  (set, delete, append). A list that only grew (a message history, a log) stores only its new
+  items.
+
+How a grown list is found: a list of immutable items (JSON scalars and
+:class:`~tether.serde.FrozenDict`) is compared with the one the previous row encoded, item by
+item (in C: the same object or an equal one) while it holds at most :data:`WHOLE_CHECK_ITEMS`
+items; beyond that, by identity of its first item and of the newest :data:`TAIL_CHECK_ITEMS`
+items known from the previous row, so a step costs what it added, not the history. When they
+match, only what follows is encoded. Any other list is encoded whole and compared by bytes
+with the previous row's, so an in-place change is caught (an append is still stored as one).
+
+A full snapshot is written on a run's first row and then only when replaying the deltas since
+the last one would cost about twice the snapshot itself (counting :data:`ROW_COST_BYTES` per
+row), so loading the latest state reads at most about twice the state's bytes while the bytes
+stored stay linear in what changed (DESIGN section 2). A history that only grows is therefore
+never written again: each message is stored once. Each row records ``base_seq``: the seq of
+the full snapshot its replay starts from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from .. import serde
+from ..errors import CorruptRecordError, SerializationError
+from ._compression import ZSTD_MARK, decompress_state
+
+MIN_ROWS_BETWEEN_FULL: Final = 16
+
+WHOLE_CHECK_ITEMS: Final = 1024  # lists up to this long are compared item by item
+TAIL_CHECK_ITEMS: Final = 16  # beyond: the first and these newest known items, by identity
+
+ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
+
+REPLAY_FACTOR: Final = 2
+
+
+class Chunks:
+    """A JSON list held as the encoded arrays it grew by, joined only when a full snapshot or
+    a byte comparison needs it (so appending costs what was appended, not the history).
+
+    Values grown from one another share one list of parts, each seeing its first ``count``: a
+    head kept for a retry stays valid while its successor appends (growing from an older
+    value copies its parts once)."""
+
+    __slots__ = ("count", "nbytes", "parts")
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+        self.count = len(parts)
+        self.nbytes = sum(len(p) for p in parts)
+
+    def grow(self, items: bytes) -> Chunks:
+        """A new value with ``items`` (a JSON array) appended; ``self`` is left as it was."""
+        parts = self.parts
+        if len(parts) != self.count:  # a newer value grew from this one: branch off
+            parts = parts[: self.count]
+        # orjson's bytes keep its whole output buffer (4-16 KB for a 1 KB array); a part is
+        # kept for the run's life, so it is copied to its own size.
+        part = bytes(memoryview(items))
+        parts.append(part)
+        if parts[self.count] is not part:  # another thread appended first: branch off
+            parts = [*parts[: self.count], part]
+        grown = Chunks.__new__(Chunks)
+        grown.parts = parts
+        grown.count = self.count + 1
+        grown.nbytes = self.nbytes + len(items)
+        return grown
+
+    def join(self) -> bytes:
+        """The whole JSON array, built in one allocation."""
+        pieces: list[bytes | memoryview] = [b"["]
+        for p in self.parts[: self.count]:
+            if len(p) > 2:
+                if len(pieces) > 1:
+                    pieces.append(b",")
+                pieces.append(memoryview(p)[1:-1])
+        pieces.append(b"]")
+        return b"".join(pieces)
+
+
+Encoded = bytes | Chunks
+
+
+def _as_bytes(value: Encoded) -> bytes:
+    return value.join() if isinstance(value, Chunks) else value
+
+
+def _nbytes(value: Encoded) -> int:
+    return value.nbytes if isinstance(value, Chunks) else len(value)
+
+
+@dataclass(slots=True)
+class ListMark:
+    """What the writer remembers of a list of immutable items it encoded, to tell next time
+    whether the list only grew (see the module docstring): its length, and a copy of it when
+    it is at most :data:`WHOLE_CHECK_ITEMS` long, else its first item and its newest
+    :data:`TAIL_CHECK_ITEMS` items."""
+
+    length: int
+    first: Any
+    newest: list[Any]
+    whole: list[Any] | None
+
+    @staticmethod
+    def of(items: list[Any]) -> ListMark:
+        n = len(items)
+        if n <= WHOLE_CHECK_ITEMS:
+            return ListMark(n, None, [], items[:])
+        return ListMark(n, items[0], items[n - TAIL_CHECK_ITEMS :], None)
+
+    def tail_of(self, items: list[Any]) -> list[Any] | None:
+        """The items appended to the marked list if ``items`` is that list, grown or not,
+        else ``None``."""
+        n = self.length
+        if len(items) < n:
+            return None
+        if self.whole is not None:
+            # Item by item in C: the same object, or an equal one (which encodes alike but
+            # for 1, 1.0 and True).
+            if (items[:n] if len(items) > n else items) != self.whole:
+                return None
+            return items[n:]
+        if items[0] is not self.first:
+            return None
+        for i, item in enumerate(self.newest, n - TAIL_CHECK_ITEMS):
+            if items[i] is not item:
+                return None
+        return items[n:]
+
+
+@dataclass(slots=True)
+class Head:
+    """What the writer remembers of a run's newest row."""
+
+    seq: int
+    base_seq: int
+    keys: dict[str, Encoded]
+    rows_since_full: int
+    delta_bytes_since_full: int
+    # For list values made only of immutable items: a mark of the list as last encoded, so the
+    # next state's list, grown from it, costs only its new tail.
+    sources: dict[str, ListMark] = field(default_factory=dict)
+
+
+def _is_append(prev: bytes, new: bytes) -> bytes | None:
+    """If ``new`` is the JSON list ``prev`` with items appended, the appended items as a JSON
+    list; else ``None``."""
+    if len(new) <= len(prev) or prev[:1] != b"[" or new[:1] != b"[":
+        return None
+    if prev == b"[]":
+        return new
+    cut = len(prev) - 1
+    if new[cut : cut + 1] == b"," and new.startswith(prev[:cut]):
+        return b"[" + new[cut + 1 :]
+    return None
+
+
+def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
+    """Encode each top-level key of ``state`` to JSON bytes.
+
+    Raises:
+        SerializationError: naming ``state["key"]...`` of the first value JSON cannot store.
+    """
+    if type(state) is not dict:
+        raise SerializationError(f"state must be a dict, got {type(state).__name__}", path="state")
+    out: dict[str, bytes] = {}
+    for k, v in state.items():
+        if type(k) is not str:
+            raise SerializationError(
+                f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
+            )
+        out[k] = serde.dumps(v, f'state["{k}"]')
+    return out
+
+
+_SCALAR_TYPES: Final = frozenset({str, float, bool, type(None)})
+
+_INT_MIN: Final = -(2**63)
+
+_INT_MAX: Final = 2**63 - 1
+
+
+def _scalars_only(items: list[Any]) -> bool:
+    """True when every item is an immutable JSON scalar or a :class:`~tether.serde.FrozenDict`
+    (so the same object always encodes to the same bytes)."""
+    for x in items:
+        t = type(x)
+        if t in _SCALAR_TYPES or t is serde.FrozenDict:
+            continue
+        if t is int and _INT_MIN <= x <= _INT_MAX:
+            continue
+        return False
+    return True
+
+
+def grow_list(
+    items: list[Any], mark: ListMark | None, prev: Encoded | None, path: str
+) -> tuple[Encoded, bytes, ListMark] | None:
+    """If ``items`` is the list ``mark`` describes grown by immutable items, its encoding
+    (``prev`` grown by the new items), the new items as a JSON array (``b"[]"`` when none) and
+    its new mark, encoding only the new items; else ``None``.
+
+    Raises:
+        SerializationError: naming ``path`` when the new items cannot be stored.
+    """
+    if mark is None or prev is None:
+        return None
+    tail = mark.tail_of(items)
+    if tail is None:
+        return None
+    if not tail:
+        return prev, b"[]", mark
+    if not _scalars_only(tail):
+        return None
+    added = serde.dumps(tail, path)
+    base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
+    return base.grow(added), added, ListMark.of(items)
+
+
+def encode_next(
+    head: Head | None, state: dict[str, Any], *, force_full: bool = False
+) -> tuple[str, bytes, Head]:
+    """Encode ``state`` as the row after ``head``: :func:`encode_keys` then
+    :func:`encode_state`, re-encoding only the new tail of lists that grew by appending
+    immutable items (so a step's cost follows what it added, not the history).
+
+    Raises:
+        SerializationError: naming ``state["key"]...`` of the first value JSON cannot store.
+    """
+    if type(state) is not dict:
+        raise SerializationError(f"state must be a dict, got {type(state).__name__}", path="state")
+    prev_keys = head.keys if head is not None else {}
+    prev_sources = head.sources if head is not None else {}
+    keys: dict[str, Encoded] = {}
+    hints: dict[str, bytes] = {}
+    sources: dict[str, ListMark] = {}
+    for k, v in state.items():
+        if type(k) is not str:
+            raise SerializationError(
+                f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
+            )
+        if type(v) is list:
+            grown = grow_list(v, prev_sources.get(k), prev_keys.get(k), f'state["{k}"]')
+            if grown is not None:
+                keys[k], added, sources[k] = grown
+                if added != b"[]":
+                    hints[k] = added
+                continue
+            keys[k] = serde.dumps(v, f'state["{k}"]')
+            if _scalars_only(v):
+                sources[k] = ListMark.of(v)
+        else:
+            keys[k] = serde.dumps(v, f'state["{k}"]')
+    return encode_state(head, keys, force_full=force_full, appended=hints, sources=sources)
+
+
+def _dump_obj(items: dict[str, bytes] | dict[str, Encoded]) -> bytes:
+    return b"{" + b",".join(orjson.dumps(k) + b":" + _as_bytes(v) for k, v in items.items()) + b"}"
+
+
+def encode_state(
+    head: Head | None,
+    keys: dict[str, Encoded],
+    *,
+    force_full: bool = False,
+    appended: dict[str, bytes] | None = None,
+    sources: dict[str, ListMark] | None = None,
+) -> tuple[str, bytes, Head]:
+    """Choose full or delta for the next row and encode it.
+
+    Args:
+        head: the run's newest row as the writer knows it, or ``None`` for a run with no rows.
+        keys: the new state, encoded per key by :func:`encode_keys`.
+        force_full: write a full snapshot regardless of the policy (a fork's first row).
+        appended: keys already known to have grown by these JSON items (no compare needed).
+        sources: list marks to remember for the next row's fast path.
+
+    Returns:
+        ``(state_kind, payload, new_head)`` where ``state_kind`` is ``"full"`` or ``"delta"``.
+    """
+    seq = 1 if head is None else head.seq + 1
+    if head is not None and head.seq > 0 and not force_full:
+        sets: dict[str, bytes] = {}
+        appends: dict[str, bytes] = {}
+        prev = head.keys
+        known = appended or {}
+        for k, b in keys.items():
+            app_known = known.get(k)
+            if app_known is not None:
+                appends[k] = app_known
+                continue
+            p = prev.get(k)
+            if p is None:
+                sets[k] = _as_bytes(b)
+            elif p is not b:
+                pb = p if type(p) is bytes else _as_bytes(p)
+                bb = b if type(b) is bytes else _as_bytes(b)
+                if pb != bb:
+                    app = _is_append(pb, bb)
+                    if app is not None:
+                        appends[k] = app
+                    else:
+                        sets[k] = bb
+        deleted = [k for k in prev if k not in keys]
+        parts = []
+        if sets:
+            parts.append(b'"s":' + _dump_obj(sets))
+        if deleted:
+            parts.append(b'"d":' + orjson.dumps(deleted))
+        if appends:
+            parts.append(b'"a":' + _dump_obj(appends))
+        payload = b"{" + b",".join(parts) + b"}"
+        rows = head.rows_since_full + 1
+        delta_bytes = head.delta_bytes_since_full + len(payload)
+        replay_cost = delta_bytes + ROW_COST_BYTES * rows
+        # The snapshot's size is summed only once the minimum run of deltas is reached.
+        if rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * _full_size(keys):
+            return (
+                "delta",
+                payload,
+                Head(seq, head.base_seq, keys, rows, delta_bytes, sources or {}),
+            )
+    flat: dict[str, Encoded] = {k: _as_bytes(b) for k, b in keys.items()}
+    return "full", _dump_obj(flat), Head(seq, seq, flat, 0, 0, sources or {})
+
+
+def _full_size(keys: dict[str, Encoded]) -> int:
+    """About the bytes of a full snapshot of ``keys``."""
+    return sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
+
+
+def replay_state(
+    rows: list[tuple[int, str, bytes]], execution_id: str | None = None
+) -> dict[str, Any]:
+    """Rebuild the raw JSON state (envelopes still closed) from a full row and its deltas.
+
+    Args:
+        rows: ``(seq, state_kind, payload)`` in seq order, the first being ``full``.
+        execution_id: the run, named in errors.
+
+    Raises:
+        CorruptRecordError: the chain of rows is broken or a payload is not JSON (naming the
+            run and the row's seq).
+    """
+    if not rows or rows[0][1] != "full":
+        raise CorruptRecordError(
+            "state chain does not start at a full snapshot", execution_id=execution_id
+        )
+    cur: dict[str, Any] = {}
+    for seq, kind, payload in rows:
+        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
+    return cur
+
+
+def apply_row_of(
+    execution_id: str | None,
+    seq: int,
+    cur: dict[str, Any],
+    kind: str,
+    payload: bytes,
+    *,
+    in_place: bool = False,
+) -> dict[str, Any]:
+    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
+    try:
+        return apply_row(cur, kind, payload, in_place=in_place)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
+        ) from exc
+
+
+def apply_row(
+    cur: dict[str, Any], kind: str, payload: bytes, *, in_place: bool = False
+) -> dict[str, Any]:
+    """Apply one stored row to a raw state. Returns a new dict and never mutates ``cur`` nor
+    its lists, unless ``in_place``: then ``cur`` itself is updated and its lists extended (for
+    a caller that owns them: a replay whose every value came from earlier rows), so replaying
+    a growing history costs its bytes, not a copy per row.
+
+    Raises:
+        CorruptRecordError: the payload is neither JSON nor a Zstandard frame of JSON, or does
+            not fit the state it applies to.
+    """
+    if payload[:1] == ZSTD_MARK:
+        payload = decompress_state(payload)
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecordError(f"stored state is not valid JSON: {exc}") from exc
+    if type(data) is not dict:
+        raise CorruptRecordError("stored state is not a JSON object")
+    if kind == "full":
+        return data
+    if kind != "delta":
+        raise CorruptRecordError(f"unknown state kind {kind!r}")
+    out = cur if in_place else dict(cur)
+    if "s" in data:
+        out.update(data["s"])
+    for k in data.get("d", ()):
+        out.pop(k, None)
+    for k, items in data.get("a", {}).items():
+        base = out.get(k)
+        if type(base) is not list:
+            raise CorruptRecordError(f"append to state key {k!r}, which is not a list")
+        if in_place:
+            base.extend(items)
+        else:
+            out[k] = base + items
+    return out
+
+
+def copy_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a replayed raw state that replaying further rows in place leaves as it is
+    (in place, only top-level lists are extended)."""
+    return {k: v[:] if type(v) is list else v for k, v in raw.items()}
+
+
+def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
+    """Open the envelopes of a raw state."""
+    return {k: serde.from_jsonable(v) for k, v in raw.items()}
+
+
+def empty_head() -> Head:
+    """The head of a run known to have no rows yet (its run row was just created): the first
+    put writes a full row at seq 1 without reading the run's newest row first."""
+    return Head(0, 0, {}, 0, 0)
+
+
+def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full: int) -> Head:
+    """A writer head for a state read back from the store. Its lists of scalars are marked
+    (:class:`ListMark`): the state handed back holds the very same items (the envelopes of
+    scalars are never opened into new objects), so the next row of a resumed run that only
+    appended costs its new items too."""
+    keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
+    sources = {k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)}
+    # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
+    # no later than the policy would have written it.
+    return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)

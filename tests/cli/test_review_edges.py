@@ -1,0 +1,50 @@
+"""Bad input found by a review pass, in subprocesses on both backends: each is refused with a
+line naming the problem (exit 4), and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.test_cli import paused_run, tether_cli
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("prune", "--older-than", "99999999999d"),
+        ("prune", "--older-than", "999999d"),
+        ("audit", "--since", "999999d"),
+        ("pending", "list", "--waiting", "999999999d"),
+    ],
+)
+def test_a_duration_too_long_for_a_date_is_bad_input_not_a_crash(store, db_url, args):
+    eid = paused_run(store)
+    proc = tether_cli(db_url, *args)
+    assert proc.returncode == 4, proc.stderr
+    assert args[-2] in proc.stderr and repr(args[-1]) in proc.stderr
+    assert "OverflowError" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert store.get_run(eid) is not None
+
+
+def test_approve_data_with_nan_is_bad_input_and_leaves_the_run_paused(store, db_url):
+    eid = paused_run(store)
+    proc = tether_cli(db_url, "approve", eid, "--data", '{"amount": NaN}')
+    assert proc.returncode == 4 and "NaN is not a JSON number" in proc.stderr, proc.stderr
+    assert store.get_pending_interrupt(eid).resume_value is None
+
+
+def test_serve_with_a_users_file_that_does_not_exist_refuses_to_start(store, db_url, tmp_path):
+    # A typo in --users would otherwise serve a page nobody can log in to.
+    missing = tmp_path / "userz.json"
+    proc = tether_cli(db_url, "serve", "--users", str(missing), "--port", "1", TETHER_UI_TOKEN="")
+    assert proc.returncode == 4, proc.stderr
+    assert str(missing) in proc.stderr and "tether users add" in proc.stderr
+    assert not missing.exists()
+
+
+def test_a_bare_path_as_db_names_the_url_to_write_and_creates_nothing(tmp_path):
+    for path in (str(tmp_path / "app.db"), "app.db"):
+        proc = tether_cli(path, "runs", "list")
+        assert proc.returncode == 4, proc.stderr
+        assert f"sqlite:///{path}" in proc.stderr and "is a path" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
