@@ -60,6 +60,16 @@ _LABELS: Final = {
     ("run_end", "cancelled"): "run cancelled",
 }
 
+_JOURNAL_LABELS: Final = {
+    ("llm_call", "completed"): "model answered",
+    ("tool_call", "completed"): "tool returned",
+}
+"""Labels of the rows the pydantic-ai and OpenAI Agents integrations journal: written once the
+call returned (they record its result), where tether's own agent writes its row before it."""
+
+_JOURNAL_RUNNERS: Final = ("pydantic_ai:", "openai_agents:")
+"""The ``agent_path`` prefixes of those integrations' runners."""
+
 
 # Ids come from a generator seeded from os.urandom (reseeded in a forked child), not from a
 # system call each: every step takes one. They name rows, they guard nothing (the web page
@@ -144,14 +154,19 @@ class Checkpoint:
         tool call"``, ``"node completed"``, ``"paused for a human"``, ``"handoff to
         <agent>"``, ``"branch start"``, ``"run completed"``, ``"run failed"``.
 
-        Agent rows are written *before* the call they address, so their ``completed`` status
-        says only that the row committed, never that the model or tool call succeeded.
+        tether's own agent rows are written *before* the call they address, so their
+        ``completed`` status says only that the row committed, never that the model or tool
+        call succeeded. The pydantic-ai and OpenAI Agents integrations journal a call once it
+        returned: their rows read ``"model answered"`` and ``"tool returned"``.
         """
+        key = (self.step_type, self.status)
+        if key in _JOURNAL_LABELS and (self.agent_path or "").startswith(_JOURNAL_RUNNERS):
+            return _JOURNAL_LABELS[key]
         if self.step_type == "handoff" and isinstance(self.node_input, dict):
             target = self.node_input.get("to")
             if isinstance(target, str):
                 return f"handoff to {target}"
-        return _LABELS.get((self.step_type, self.status), f"{self.step_type} {self.status}")
+        return _LABELS.get(key, f"{self.step_type} {self.status}")
 
 
 def _assert_run(store: Checkpointer, execution_id: str) -> None:

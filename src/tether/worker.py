@@ -21,6 +21,11 @@ file). Each worker loops:
 A run claimed ``max_attempts`` times without a clean finish (it keeps killing its workers) is
 marked ``failed`` with a ``DeadLetter: ...`` error instead of being run again.
 
+Each loop also applies the approval deadlines that fell due on questions of the runners it
+serves (``interrupt(..., timeout_seconds=, on_timeout=)``; :mod:`tether._deadlines`): a
+default answer is stored (and claimed by the loop's next claim), or the run ends failed or
+cancelled.
+
 A run this worker's code cannot re-enter (:class:`~tether.errors.MissingStepError`: a tool,
 agent or node was renamed or removed by a deploy) is not a crash: nothing was claimed, so the
 run stays as it was (paused with its answer, or crashed), its lease is given back as after a
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from . import _app_version, _lease
+from ._deadlines import apply_due
 from ._runner import new_owner, run_sync
 from .checkpoint import new_id
 from .errors import (
@@ -336,6 +342,8 @@ async def arun_worker(
     try:
         while not _stopped(stop):
             try:
+                # Deadlines first: a default answer stored now is claimed just below.
+                await apply_due(worker.store, runner_names=registry.names())  # type: ignore[arg-type]
                 got = await worker.claim()
             except StoreError as exc:
                 log.warning("claim failed: %s", exc)

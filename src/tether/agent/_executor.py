@@ -34,6 +34,7 @@ from .._runner import claim_heartbeat
 from .._timeouts import bounded
 from ..checkpoint import Checkpoint
 from ..errors import InterruptSignal, StoreError
+from ..hooks import arecord_pause
 from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
 from ..result import AgentResult
@@ -468,8 +469,8 @@ class _Loop:
             agent_path=tool_path,
             next_node_id=self.node_id,
         )
-        pending = await self.store.arecord_interrupt(
-            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
+        pending = await arecord_pause(
+            self.store, cp, release_claim_of=self.owner, **_lease.ending(self.eid)
         )
         self.owner = None
         return self._result("paused", pending_interrupt=pending.as_dict())

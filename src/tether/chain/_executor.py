@@ -30,6 +30,7 @@ from ..errors import (
     SerializationError,
     StoreError,
 )
+from ..hooks import arecord_pause
 from ..interrupt import (
     Answer,
     InterruptScope,
@@ -445,7 +446,7 @@ async def _pause(
         interrupt_context=context,
         next_node_id=node_id,
     )
-    pending = await store.arecord_interrupt(cp, release_claim_of=owner, **_lease.ending(eid))
+    pending = await arecord_pause(store, cp, release_claim_of=owner, **_lease.ending(eid))
     return ChainResult("paused", eid, state=state, pending_interrupt=pending.as_dict())
 
 

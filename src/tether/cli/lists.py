@@ -31,6 +31,7 @@ from .runs import (
     run_note,
     run_status_markup,
     runs_group,
+    time_left,
 )
 
 _DAMAGED = "[bold red]damaged[/]"
@@ -225,6 +226,7 @@ def pending_list(
         for column in ("runner", "node_id", "reason", "state"):
             table.add_column(column)
         table.add_column("since (UTC)", no_wrap=True)
+        table.add_column("deadline", no_wrap=True)
         table.add_column("context", overflow="fold")
         for e in page.items:
             p = e.pending
@@ -239,6 +241,7 @@ def pending_list(
                 escape(p.reason),
                 pending_state(p),
                 when(p.created_at),
+                time_left(p),
                 context,
             )
         out.print(table)

@@ -93,6 +93,8 @@ class PendingInterrupt:
         created_at: when the run paused (UTC).
         claimed_by: the resumer holding the claim, if any.
         claim_expires_at: when that claim lapses; after it, the run is resumable again.
+        due_at: when its approval deadline passes (``interrupt(..., timeout_seconds=)``), after
+            which a worker applies its ``on_timeout``; ``None``: no deadline.
         resume_value: the answer given, as a JSON-able dict (kept so a claimer that dies does
             not lose it), or ``None`` while unanswered.
         damaged: as :attr:`RunRecord.damaged`, for a listed interrupt whose row could not be
@@ -110,6 +112,7 @@ class PendingInterrupt:
     claim_expires_at: _dt.datetime | None = None
     resume_value: dict[str, Any] | None = None
     damaged: str | None = None
+    due_at: _dt.datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,

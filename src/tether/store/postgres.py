@@ -550,6 +550,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             cp.agent_path,
             cp.interrupt_reason or "",
             pending_context,
+            _codec.pending_due_seconds(cp),
         )
         created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
         rel = release_lease_of
@@ -567,6 +568,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             context=cp.interrupt_context,
             agent_path=cp.agent_path,
             created_at=_codec.ts_to_dt(created),
+            due_at=_codec.due_at(created, params[-1]),
         )
         return pending, head
 

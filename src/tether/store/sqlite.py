@@ -44,7 +44,7 @@ from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
-from ._sqlite_control import SQLiteControl
+from ._sqlite_control import MIGRATION_V9, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from ._versions import SQLITE_MIGRATION_V8
@@ -52,7 +52,7 @@ from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, S
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -146,6 +146,8 @@ MIGRATIONS[6] = MIGRATION_V6
 MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
 # v8: the version of the code that started each run (see _versions).
 MIGRATIONS[8] = SQLITE_MIGRATION_V8
+# v9: approval deadlines (see _sqlite_control).
+MIGRATIONS[9] = MIGRATION_V9
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"
@@ -190,7 +192,7 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?)"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM pending_interrupts WHERE execution_id = ? AND claimed_by = ?"
@@ -636,6 +638,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
         release_lease_of: str | None = None,
     ) -> PendingInterrupt:
         pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
+        due = _codec.pending_due_seconds(checkpoint)
         with self._write() as conn:
             if release_claim_of is not None:
                 self._release(conn, checkpoint.execution_id, release_claim_of)
@@ -653,6 +656,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
                     checkpoint.interrupt_reason or "",
                     pending_context,
                     now,
+                    None if due is None else now + due,
                 ),
             )
             conn.execute(
@@ -669,6 +673,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             context=checkpoint.interrupt_context,
             agent_path=checkpoint.agent_path,
             created_at=_codec.ts_to_dt(now),
+            due_at=None if due is None else _codec.ts_to_dt(now + due),
         )
 
     def _with_raw_state(

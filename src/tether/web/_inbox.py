@@ -30,7 +30,7 @@ from starlette.requests import Request
 # Through cli._app first, as _service does: cli.runs imported alone is half-initialized.
 from ..cli import _app as _cli_app  # noqa: F401
 from ..cli._filters import runner_filter, status_filter
-from ..cli.runs import missing_parents, pending_json, run_json
+from ..cli.runs import missing_parents, pending_json, run_json, time_left
 from ..registry import Registry
 from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
@@ -205,6 +205,7 @@ class Inbox:
             items = [
                 {
                     **pending_json(e.pending),
+                    "time_left": time_left(e.pending),
                     "runner_name": e.runner_name,
                     "runner_kind": e.runner_kind,
                     "run_error": e.run_error,

@@ -50,6 +50,13 @@ def test_a_run_journals_each_model_and_tool_call_and_a_handoff_stays_in_one_run(
         ("turn:2", "llm_call", "completed", f"{base}/agent:billing"),
         ("run_end", "run_end", "completed", f"{base}/agent:billing"),
     ]
+    assert [c.label for c in store.list(result.execution_id)] == [
+        "model answered",
+        "model answered",
+        "tool returned",
+        "model answered",
+        "run completed",
+    ]
     assert len(stub.requests) == 3
     assert ledger(ledger_path) == ["lookup:A-1"]
     run = store.get_run(result.execution_id)

@@ -52,6 +52,11 @@ def test_a_run_completes_with_its_typed_output_and_a_row_per_model_request_and_t
     tool_row = next(cp for cp in store.list("r1") if cp.node_id == "turn:0/tool:lookup")
     assert tool_row.node_input["arguments"] == {"order_id": "A-1"}
     assert tool_row.agent_path == "pydantic_ai:support/tool:lookup"
+    # Journaled once the call returned, so the timeline says it happened (tether's own agent
+    # writes its rows before the call: "before model call").
+    labels = {cp.node_id: cp.label for cp in store.list("r1")}
+    assert labels["turn:0"] == "model answered"
+    assert labels["turn:0/tool:lookup"] == "tool returned"
     end = store.list("r1")[-1]
     assert end.node_output["output"] == {"order_id": "A-1", "refunded": 100}
     assert end.node_output["usage"]["requests"] == 2

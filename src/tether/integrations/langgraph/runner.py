@@ -358,7 +358,14 @@ async def _resume(runner: LangGraphRunner, execution_id: str, resume_value: Any)
     value = check_resume_value(resume_value)
     store = runner.checkpointer
     run = await load_run(store, execution_id, runner.name)
-    cp = await alatest_resumable(store, execution_id)
+    try:
+        cp = await alatest_resumable(store, execution_id)
+    except AlreadyResumed:  # its hint ("fork it") names a verb this runner refuses
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; branch the thread the LangGraph way "
+            "(graph.update_state on a past checkpoint, or TetherSaver.copy_thread)",
+            execution_id=execution_id,
+        ) from None
     answer: Resume | None = None
     owner: str | None = None
     if cp is not None and cp.status == "interrupted":

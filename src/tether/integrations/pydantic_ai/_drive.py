@@ -31,6 +31,7 @@ from ..._context import RunContext, agent_path_scope, run_scope
 from ..._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ...checkpoint import Checkpoint
 from ...errors import AlreadyResumed, CorruptRecordError, InterruptSignal, StoreError
+from ...hooks import arecord_pause
 from ...interrupt import (
     Answer,
     InterruptScope,
@@ -222,8 +223,8 @@ class _Drive:
             agent_path=path,
             next_node_id=q.node_id,
         )
-        pending = await self.store.arecord_interrupt(
-            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
+        pending = await arecord_pause(
+            self.store, cp, release_claim_of=self.owner, **_lease.ending(self.eid)
         )
         self.owner = None
         return TetherRunResult("paused", self.eid, pending_interrupt=pending.as_dict())
