@@ -31,3 +31,21 @@ def test_resuming_a_completed_thread_names_langgraphs_way_to_branch_not_fork(sto
         assert "fork it" not in str(info.value)
         assert info.value.execution_id == "h1"
     assert store.get_run("h1").status == "completed"
+
+
+class _Opaque:
+    pass
+
+
+def test_an_interrupt_value_tether_cannot_store_names_the_channel(store):
+    from langgraph.types import interrupt
+
+    builder = StateGraph(_S)
+    builder.add_node("ask", lambda s: {"n": interrupt(_Opaque())})
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    runner = LangGraphRunner(builder.compile(checkpointer=TetherSaver(store)), name="opaque")
+    failed = runner.run({"n": 0}, thread_id="o1")
+    assert failed.status == "failed"
+    assert "channel '__interrupt__'" in str(failed.error), failed.error
+    assert "_Opaque" in str(failed.error)
