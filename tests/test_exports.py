@@ -23,6 +23,7 @@ EXPECTED = {
     "RunCancelledError",
     "RunDeadlineExceeded",
     "StepTimeoutError",
+    "on_pending",
     "RunStatusChangedError",
     "delete",
     "adelete",

@@ -54,6 +54,7 @@ from .errors import (
     TetherError,
     UnreachableNodesError,
 )
+from .hooks import on_pending
 from .idempotent import current_idempotency_key, idempotent
 from .interrupt import Resume, interrupt
 from .llm import LLM, LLMResponse, Message, ProviderError, ToolCall
@@ -139,6 +140,7 @@ __all__ = [
     "latest_forkable",
     "latest_resumable",
     "load_app",
+    "on_pending",
     "run_worker",
     "tool",
 ]

@@ -407,6 +407,8 @@ class InterruptSignal(BaseException):
         key: the ``key=`` given to ``interrupt()``, if any.
         occurrence: how many calls with this reason and key the step made before this one;
             with ``reason`` and ``key`` it is the question's identity (``tether.interrupt``).
+        deadline: ``{"timeout_seconds": float, "on_timeout": {"resume": {...}} | "fail" |
+            "cancel"}`` when the question has an approval deadline, else ``None``.
     """
 
     def __init__(
@@ -417,6 +419,7 @@ class InterruptSignal(BaseException):
         index: int = 0,
         key: str | None = None,
         occurrence: int = 0,
+        deadline: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -424,3 +427,4 @@ class InterruptSignal(BaseException):
         self.index = index
         self.key = key
         self.occurrence = occurrence
+        self.deadline = deadline

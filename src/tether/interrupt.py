@@ -260,7 +260,13 @@ class InterruptScope:
             _scope.reset(self._token)
             self._token = None
 
-    def ask(self, reason: str, context: Any, key: str | None) -> Resume:
+    def ask(
+        self,
+        reason: str,
+        context: Any,
+        key: str | None,
+        deadline: dict[str, Any] | None = None,
+    ) -> Resume:
         """Answer the next ``interrupt()`` call, or raise the signal that pauses the step."""
         index = self.calls
         self.calls += 1
@@ -276,17 +282,22 @@ class InterruptScope:
         if found is not None:
             self._used.add(found)
             return self.answers[found].value
-        raise InterruptSignal(reason, context, index=index, key=key, occurrence=occurrence)
+        raise InterruptSignal(
+            reason, context, index=index, key=key, occurrence=occurrence, deadline=deadline
+        )
 
     def paused_input(self, sig: InterruptSignal) -> dict[str, Any]:
         """The ``node_input`` entries of the row that records a pause at ``sig``: every answer
         the step holds (each still bound to its question, whether this execution reached it
         or not), the question asked, and the call's position."""
-        return {
+        out = {
             "answers": dump_answers(self.answers),
             "interrupt_index": sig.index,
             _IDENTITY_KEY: InterruptIdentity(sig.reason, sig.key, sig.occurrence).to_dict(),
         }
+        if getattr(sig, "deadline", None) is not None:
+            out[DEADLINE_KEY] = sig.deadline
+        return out
 
     def unused(self, execution_id: str, node_id: str) -> list[dict[str, Any]] | None:
         """The answers this step execution held and never returned, as stored on the row
@@ -317,7 +328,14 @@ def interrupt_scope(answers: list[Answer]) -> InterruptScope:
     return InterruptScope(list(answers))
 
 
-def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Resume:
+def interrupt(
+    reason: str,
+    context: Any = None,
+    *,
+    key: str | None = None,
+    timeout_seconds: float | None = None,
+    on_timeout: Resume | str | None = None,
+) -> Resume:
     """Ask a human; returns their :class:`Resume` when the step is re-entered with one.
 
     The answer is bound to the question's identity: ``reason``, ``key`` and how many times the
@@ -332,6 +350,13 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
             suspend time and never recomputed.
         key: tells apart questions that share a reason within one step, e.g. the item id in a
             loop over items whose order may change between executions.
+        timeout_seconds: an approval deadline: if nobody answers within this many seconds of
+            the pause, a worker serving the run's runner applies ``on_timeout`` (no other
+            process need be alive). docs/design.md §12, "Approval deadlines".
+        on_timeout: what the deadline does: a :class:`Resume` (the default answer, recorded
+            in the audit trail as given by the deadline, and the run continues), ``"fail"``
+            (the run ends ``failed`` with ``ApprovalTimeout``; default) or ``"cancel"`` (the
+            run is cancelled). Only with ``timeout_seconds``.
 
     Returns:
         The answer given for this question, on resume.
@@ -339,7 +364,8 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
     Raises:
         InterruptSignal: the question has no answer yet (a ``BaseException``: do not catch
             it); the executor turns it into a paused run.
-        ConfigurationError: ``reason`` is not a str, or ``key`` is not a str or ``None``.
+        ConfigurationError: ``reason`` is not a str, ``key`` is not a str or ``None``, or the
+            deadline's arguments are not as described.
         InterruptOutsideRunError: no step of a run is executing (a node called directly, e.g.
             in a unit test); :func:`tether.testing.run_node` runs one with answers.
     """
@@ -349,6 +375,7 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
         raise ConfigurationError(
             f"interrupt(key=...) must be a str or None, got {type(key).__name__}"
         )
+    deadline = _deadline(timeout_seconds, on_timeout)
     scope = _scope.get()
     if scope is None:
         raise InterruptOutsideRunError(
@@ -358,7 +385,41 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
             "answers=[Resume(approved=True)]) to run one node with the answers to give it.",
             reason=reason,
         )
-    return scope.ask(reason, context, key)
+    return scope.ask(reason, context, key, deadline)
+
+
+DEADLINE_KEY = "deadline"
+"""The ``node_input`` entry of an interrupted row that holds its question's approval deadline
+(read by the store for ``pending_interrupts.due_at`` and by the worker that applies it)."""
+ON_TIMEOUT_ACTIONS = ("fail", "cancel")
+
+
+def _deadline(timeout_seconds: Any, on_timeout: Any) -> dict[str, Any] | None:
+    """The deadline entry of ``interrupt()``'s arguments, checked."""
+    if timeout_seconds is None:
+        if on_timeout is not None:
+            raise ConfigurationError("interrupt(on_timeout=...) needs timeout_seconds=")
+        return None
+    if (
+        isinstance(timeout_seconds, bool)
+        or not isinstance(timeout_seconds, int | float)
+        or not timeout_seconds > 0
+    ):
+        raise ConfigurationError(
+            f"interrupt(timeout_seconds=...) must be a number of seconds > 0, got "
+            f"{timeout_seconds!r}"
+        )
+    action: Any
+    if on_timeout is None or on_timeout in ON_TIMEOUT_ACTIONS:
+        action = on_timeout or "fail"
+    elif isinstance(on_timeout, Resume):
+        action = {"resume": on_timeout.to_dict()}
+    else:
+        raise ConfigurationError(
+            "interrupt(on_timeout=...) must be a Resume (the default answer), 'fail' or "
+            f"'cancel', got {on_timeout!r}"
+        )
+    return {"timeout_seconds": float(timeout_seconds), "on_timeout": action}
 
 
 def check_resume_value(value: Any) -> Resume | None:

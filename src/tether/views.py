@@ -34,6 +34,8 @@ __all__ = [
     "runner_label",
     "state_diff",
     "status_filter",
+    "time_left",
+    "time_left_seconds",
     "timeline",
     "to_json",
     "when",
@@ -156,7 +158,30 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "claim_expires_at": pending.claim_expires_at,
         "resume_value": pending.resume_value,
         "damaged": pending.damaged,
+        "due_at": pending.due_at,
+        "time_left_seconds": time_left_seconds(pending),
     }
+
+
+def time_left_seconds(pending: PendingInterrupt) -> float | None:
+    """Seconds until the question's approval deadline (0 once passed; ``None``: none)."""
+    if pending.due_at is None:
+        return None
+    left = (pending.due_at - _dt.datetime.now(_dt.UTC)).total_seconds()
+    return round(max(0.0, left), 1)
+
+
+def time_left(pending: PendingInterrupt) -> str:
+    """The time left to answer, in words: ``"12m left"``, ``"due now"``; ``""``: no deadline."""
+    left = time_left_seconds(pending)
+    if left is None:
+        return ""
+    if left <= 0:
+        return "due now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if left >= size:
+            return f"{int(left // size)}{unit} left"
+    return f"{int(left)}s left"
 
 
 def pending_state(pending: PendingInterrupt) -> str:

@@ -27,6 +27,11 @@ agent or node was renamed or removed by a deploy) is not a crash: nothing was cl
 run stays as it was (paused with its answer, or crashed), its lease is given back as after a
 clean end, the reason is recorded in its ``error``, one line goes to the log, and this worker
 never claims it again; a worker whose code has the step continues it.
+
+Each loop also applies the approval deadlines that fell due on questions of the runners it
+serves (``interrupt(..., timeout_seconds=, on_timeout=)``; :mod:`tether._deadlines`): a
+default answer is stored (and claimed by the loop's next claim), or the run ends failed or
+cancelled.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from . import _app_version
+from ._deadlines import apply_due
 from .checkpoint import new_id
 from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
 from .engine.owners import activate, deactivate, new_owner
@@ -339,6 +345,8 @@ async def arun_worker(
     try:
         while not _stopped(stop):
             try:
+                # Deadlines first: a default answer stored now is claimed just below.
+                await apply_due(worker.store, runner_names=registry.names())  # type: ignore[arg-type]
                 got = await worker.claim()
             except StoreError as exc:
                 log.warning("claim failed: %s", exc)

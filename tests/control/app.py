@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from tests.workers.app import _ledger, aeffect, effect
-from tether import Chain, Registry
+from tether import Chain, Registry, Resume, interrupt
 
 STEP_SECONDS = float(os.environ.get("TETHER_TEST_STEP_SECONDS", "0.3"))
 NODES = ("n1", "n2", "n3", "n4")
@@ -91,4 +91,32 @@ timed_async = Chain("timed_async")
 timed_async.add_node("first", _async_node("first"))
 timed_async.add_node("slow", _slow_async, timeout_seconds=0.5)
 
-app = Registry(steps, steps_async, fragile, timed, timed_async)
+
+def _deadline_node(on_timeout: Any) -> Any:
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        answer = interrupt(
+            "approve", {"amount": 80}, timeout_seconds=float(state["wait"]), on_timeout=on_timeout
+        )
+        return {"approved": answer.approved, "data": answer.data}
+
+    return ask
+
+
+deadline_default = Chain("deadline_default")
+deadline_default.add_node("ask", _deadline_node(Resume(approved=False, data={"auto": True})))
+deadline_default.add_node("after", lambda state: {"after": True})
+deadline_fail = Chain("deadline_fail")
+deadline_fail.add_node("ask", _deadline_node("fail"))
+deadline_cancel = Chain("deadline_cancel")
+deadline_cancel.add_node("ask", _deadline_node("cancel"))
+
+app = Registry(
+    steps,
+    steps_async,
+    fragile,
+    timed,
+    timed_async,
+    deadline_default,
+    deadline_fail,
+    deadline_cancel,
+)

@@ -53,6 +53,21 @@ def test_api_lists_runs_with_status_and_runner_filters(client, store):
     assert client.get("/api/runs?status=bogus", headers=bearer()).status_code == 400
 
 
+def test_api_filters_runs_by_version_and_several_statuses_and_shows_the_version(
+    client, store, monkeypatch
+):
+    monkeypatch.setenv("TETHER_APP_VERSION", "1.4")
+    old = paused_run(store)
+    monkeypatch.setenv("TETHER_APP_VERSION", "1.5")
+    new_done, new_paused = completed_run(store), paused_run(store, order_id="C-3")
+    listed = client.get("/api/runs?version=1.4", headers=bearer()).json()
+    assert [(r["execution_id"], r["app_version"]) for r in listed] == [(old, "1.4")]
+    both = client.get("/api/runs?version=1.5&status=paused,completed", headers=bearer()).json()
+    assert {r["execution_id"] for r in both} == {new_done, new_paused}
+    assert client.get("/api/runs?status=paused,bogus", headers=bearer()).status_code == 400
+    assert client.get(f"/api/runs/{old}", headers=bearer()).json()["run"]["app_version"] == "1.4"
+
+
 def test_api_shows_a_run_timeline_with_diffs_pending_interrupt_and_cache(client, store):
     eid = paused_run(store)
     shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()

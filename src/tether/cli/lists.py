@@ -27,6 +27,7 @@ from ..views import (
     runner_filter,
     runner_label,
     status_filter,
+    time_left,
 )
 from ._app import open_store, store_options
 from ._render import compact, emit_json, err, out, when
@@ -225,6 +226,7 @@ def pending_list(
         for column in ("runner", "node_id", "reason", "state"):
             table.add_column(column)
         table.add_column("since (UTC)", no_wrap=True)
+        table.add_column("deadline", no_wrap=True)
         table.add_column("context", overflow="fold")
         for e in page.items:
             p = e.pending
@@ -239,6 +241,7 @@ def pending_list(
                 escape(p.reason),
                 pending_state(p),
                 when(p.created_at),
+                time_left(p),
                 context,
             )
         out.print(table)

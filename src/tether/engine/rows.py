@@ -27,6 +27,7 @@ from ..checkpoint import (
     resumable_rows,
 )
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
+from ..hooks import arecord_pause
 from ..interrupt import Answer, Resume, answers_with, check_resume_value, stored_answers
 from .lease import ending, load_run, mark_running
 
@@ -137,9 +138,7 @@ async def record_pause(
     """Commit a paused row with its pending interrupt and the run's ``paused`` status in one
     transaction, releasing the claim the drive held and the run's lease (a pause ends the
     drive)."""
-    return await store.arecord_interrupt(
-        row, release_claim_of=claim_owner, **ending(row.execution_id)
-    )
+    return await arecord_pause(store, row, release_claim_of=claim_owner, **ending(row.execution_id))
 
 
 # -- the run end ----------------------------------------------------------------------------

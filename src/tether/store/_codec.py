@@ -73,7 +73,7 @@ RUN_COLUMNS: Final = (
 
 PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
-    "claimed_by, claim_expires_at, resume_value"
+    "claimed_by, claim_expires_at, resume_value, due_at"
 )
 
 
@@ -179,6 +179,7 @@ def pending_from_row(row: Any) -> PendingInterrupt:
         claimed_by=row[7],
         claim_expires_at=ts_to_dt(row[8]),
         resume_value=load_json(row[9]),
+        due_at=ts_to_dt(row[10]),
     )
 
 
@@ -332,3 +333,23 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
         )
     except (IndexError, TypeError, ValueError) as exc:
         raise CorruptRecordError(f"checkpoint row cannot be read: {exc}") from exc
+
+
+def pending_due_seconds(cp: Checkpoint) -> float | None:
+    """How long after it is recorded an ``interrupted`` row's question falls due: the
+    ``timeout_seconds`` of ``interrupt(..., timeout_seconds=)``, which the row keeps in
+    ``node_input["deadline"]`` (docs/design.md §12, "Approval deadlines"); ``None``: never."""
+    node_input = cp.node_input
+    deadline = node_input.get("deadline") if isinstance(node_input, dict) else None
+    seconds = deadline.get("timeout_seconds") if isinstance(deadline, dict) else None
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return float(seconds)
+    return None
+
+
+def due_at(created_at: Any, due_seconds: float | None) -> _dt.datetime | None:
+    """When a question recorded at ``created_at`` falls due (``None``: no deadline)."""
+    created = ts_to_dt(created_at)
+    if created is None or due_seconds is None:
+        return None
+    return created + _dt.timedelta(seconds=due_seconds)

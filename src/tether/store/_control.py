@@ -22,6 +22,7 @@ audit trail, the run row) in one transaction, whatever its status.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as _dt
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,7 @@ from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec, _delta
 from ._leases import Fences
+from .base import PendingInterrupt
 
 __all__ = [
     "CANCELLABLE",
@@ -91,8 +93,11 @@ class DeleteOutcome:
     pending: int = 0
 
 
-def cancel_error_text(by: str | None, reason: str | None) -> str:
-    """The run's ``error`` text once cancelled: ``"Cancelled by <by>: <reason>"``."""
+def cancel_error_text(by: str | None, reason: str | None, end_as: str = "cancelled") -> str:
+    """The run's ``error`` text once ended: ``"Cancelled by <by>: <reason>"``, or for a
+    deadline that fails the run ``"ApprovalTimeout: <reason>"``."""
+    if end_as == "failed":
+        return f"ApprovalTimeout: {reason}"
     who = f" by {by}" if by else ""
     return f"Cancelled{who}: {reason}" if reason else f"Cancelled{who}"
 
@@ -105,6 +110,7 @@ def cancel_checkpoint(
     reason: str | None,
     at: _dt.datetime,
     status_before: str,
+    end_as: str = "cancelled",
 ) -> Checkpoint:
     """The ``cancelled`` run-end row: the state of the run's newest row (``{}`` for a run
     that never committed a step) and who, when, why in ``node_output``."""
@@ -115,7 +121,7 @@ def cancel_checkpoint(
         execution_id=execution_id,
         node_id="run_end",
         step_type="run_end",
-        status="cancelled",
+        status=end_as,
         state_snapshot=state,
         node_output={
             "cancelled_by": by,
@@ -134,13 +140,14 @@ def cancel_audit(
     via: str,
     status_before: str,
     withdrawn: str | None,
+    end_as: str = "cancelled",
 ) -> AuditEntry:
     """The audit-trail entry of a cancel (``action="cancelled"``), written in the cancel's
     transaction: who (``actor``), why (``note``), through what (``via``), the status it ended
     (``data``) and the question it withdrew (``checkpoint_id``)."""
     return AuditEntry(
         execution_id=execution_id,
-        action="cancelled",
+        action="cancelled" if end_as == "cancelled" else "failed_by_deadline",
         via=via,
         actor=by,
         note=reason,
@@ -172,16 +179,49 @@ class ControlStore(Protocol):
     """The run-control capability of the bundled stores (``SQLiteCheckpointer``,
     ``PostgresCheckpointer``)."""
 
-    def cancel_run(self, execution_id: str, *, by: str | None, reason: str | None) -> CancelOutcome:
+    def cancel_run(
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
+    ) -> CancelOutcome:
         """Cancel the run in one transaction (see the module docstring).
+
+        Args:
+            end_as: ``cancelled``, or ``failed`` for a question whose deadline passed with
+                ``on_timeout="fail"`` (the run-end row and the run then say ``failed``).
+            only_if_pending: act only while the run waits, unanswered and unclaimed, on the
+                question recorded at this checkpoint (a deadline applied by a worker);
+                otherwise nothing is written and ``cancelled`` is ``False``.
 
         Raises:
             StoreError: the store failed (nothing written).
         """
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> CancelOutcome: ...
+
+    def due_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        """Unanswered, unclaimed pending interrupts whose deadline has passed, oldest due
+        first, of runs of these runner names (``None``: any)."""
+
+    async def adue_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]: ...
 
     def delete_run(
         self, execution_id: str, *, statuses: Sequence[str] | None = None

@@ -190,6 +190,7 @@ _PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
     ("claimed_by", _optional_text),
     ("claim_expires_at", _codec.ts_to_dt),
     ("resume_value", _codec.load_json),
+    ("due_at", _codec.ts_to_dt),
 )
 _TEXT_FIELDS: Final = frozenset(
     {"execution_id", "runner_name", "runner_kind", "status", "checkpoint_id", "node_id", "reason"}

@@ -8,6 +8,7 @@ then finds its lease gone (``LeaseLost``).
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 from collections.abc import Sequence
 from typing import Final
@@ -27,14 +28,31 @@ from ._control import (
 from ._leases import Fences
 from ._postgres_audit import INSERT_AUDIT
 from ._postgres_io import Database, Plan
+from .base import PendingInterrupt
 
-__all__ = ["PostgresControl"]
+__all__ = ["MIGRATION_V9", "PostgresControl"]
 
 LOCK_RUN: Final = (
     "SELECT status, owner, now() FROM {schema}.runs WHERE execution_id = %s FOR UPDATE"
 )
+# v9: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
+MIGRATION_V9: Final[tuple[str, ...]] = (
+    "ALTER TABLE {schema}.pending_interrupts ADD COLUMN due_at timestamptz",
+    "CREATE INDEX pending_due_idx ON {schema}.pending_interrupts (due_at) WHERE due_at IS NOT NULL",
+)
+LOCK_PENDING: Final = (
+    "SELECT checkpoint_id, resume_value, claimed_by FROM {schema}.pending_interrupts "
+    "WHERE execution_id = %s FOR UPDATE"
+)
+SELECT_DUE: Final = (
+    f"SELECT {', '.join('p.' + c.strip() for c in _codec.PENDING_COLUMNS.split(','))} "
+    "FROM {schema}.pending_interrupts p JOIN {schema}.runs r ON r.execution_id = p.execution_id "
+    "WHERE p.due_at IS NOT NULL AND p.due_at <= now() AND p.resume_value IS NULL "
+    "AND p.claimed_by IS NULL AND r.status = 'paused' "
+    "AND (%s::text[] IS NULL OR r.runner_name = ANY(%s::text[])) ORDER BY p.due_at LIMIT %s"
+)
 CANCEL_RUN: Final = (
-    "UPDATE {schema}.runs SET status = 'cancelled', error = %s, owner = NULL, "
+    "UPDATE {schema}.runs SET status = %s, error = %s, owner = NULL, "
     "lease_expires_at = NULL, updated_at = now(), finished_at = now() WHERE execution_id = %s"
 )
 DELETE_PENDING_RETURNING: Final = (
@@ -73,7 +91,13 @@ class PostgresControl:
         raise NotImplementedError
 
     def _cancel_plan(
-        self, eid: str, by: str | None, reason: str | None, via: str
+        self,
+        eid: str,
+        by: str | None,
+        reason: str | None,
+        via: str,
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> Plan[CancelOutcome]:
         row = (yield self._q(LOCK_RUN), (eid,)).one()
         if row is None:
@@ -82,19 +106,31 @@ class PostgresControl:
         out = CancelOutcome(found=True, status_before=status, owner_before=owner)
         if status not in CANCELLABLE:
             return out
+        if only_if_pending is not None:
+            pending = (yield self._q(LOCK_PENDING), (eid,)).one()
+            if pending is None or tuple(pending) != (only_if_pending, None, None):
+                return out  # answered, claimed or moved on meanwhile: the deadline is moot
         # Read under the row lock: no fenced commit can land after this read.
         self._heads.drop(eid)
         head = yield from self._head_plan(eid)
         at = now if isinstance(now, _dt.datetime) else _dt.datetime.now(_dt.UTC)
-        cp = cancel_checkpoint(eid, head, by=by, reason=reason, at=at, status_before=status)
+        cp = cancel_checkpoint(
+            eid, head, by=by, reason=reason, at=at, status_before=status, end_as=end_as
+        )
         with unfenced(self._fences, eid):
             self._heads.set(eid, head or _codec.empty_head())
             yield from self._insert_plan(cp)
-        yield self._q(CANCEL_RUN), (cancel_error_text(by, reason), eid)
+        yield self._q(CANCEL_RUN), (end_as, cancel_error_text(by, reason, end_as), eid)
         gone = (yield self._q(DELETE_PENDING_RETURNING), (eid,)).one()
         withdrawn = None if gone is None else gone[0]
         entry = cancel_audit(
-            eid, by=by, reason=reason, via=via, status_before=status, withdrawn=withdrawn
+            eid,
+            by=by,
+            reason=reason,
+            via=via,
+            status_before=status,
+            withdrawn=withdrawn,
+            end_as=end_as,
         )
         yield self._q(INSERT_AUDIT), audit_params(entry)
         out.cancelled = True
@@ -103,23 +139,57 @@ class PostgresControl:
         return out
 
     def cancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
-        plan = self._cancel_plan(execution_id, by, reason, via)
+        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
         try:
             return self._db.run("cancel_run", plan, write=True, execution_id=execution_id)
         finally:
             self._heads.drop(execution_id)
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> CancelOutcome:
-        plan = self._cancel_plan(execution_id, by, reason, via)
+        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
         try:
             return await self._db.arun("cancel_run", plan, write=True, execution_id=execution_id)
         finally:
             self._heads.drop(execution_id)
+
+    def _due_plan(
+        self, runner_names: Sequence[str] | None, limit: int
+    ) -> Plan[builtins.list[PendingInterrupt]]:
+        if runner_names is not None and not runner_names:
+            return []
+        names = None if runner_names is None else list(runner_names)
+        rows = (yield self._q(SELECT_DUE), (names, names, limit)).rows
+        return [_codec.pending_from_row(r) for r in rows]
+
+    def due_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        """See :meth:`tether.store._control.ControlStore.due_interrupts`."""
+        return self._db.run("due_interrupts", self._due_plan(runner_names, limit))
+
+    async def adue_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        return await self._db.arun("due_interrupts", self._due_plan(runner_names, limit))
 
     def _delete_plan(self, eid: str, statuses: Sequence[str] | None) -> Plan[DeleteOutcome]:
         row = (yield self._q(LOCK_RUN), (eid,)).one()

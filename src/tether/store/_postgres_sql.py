@@ -14,10 +14,11 @@ from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
 from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
+from ._postgres_control import MIGRATION_V9
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 from ._versions import POSTGRES_MIGRATION_V8
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -98,6 +99,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     7: (RUNS_ORDER_INDEX,),
     # v8: the version of the code that started each run (see _versions).
     8: POSTGRES_MIGRATION_V8,
+    # v9: approval deadlines (see _postgres_control).
+    9: MIGRATION_V9,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -194,7 +197,8 @@ SELECT_STATE_CHAIN: Final = (
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
+    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL, "
+    "now() + %s::float8 * interval '1 second') RETURNING created_at"
 )
 DELETE_PENDING_OF: Final = (
     "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"

@@ -6,12 +6,13 @@ a commit in flight lands before the cancel or is fenced out after it.
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 import sqlite3
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import Any, Final
 
 from ..checkpoint import Checkpoint
 from . import _codec
@@ -26,15 +27,29 @@ from ._control import (
 )
 from ._leases import Fences
 from ._sqlite_audit import DELETE_AUDIT_OF, insert_audit
+from .base import PendingInterrupt
 
-__all__ = ["SQLiteControl"]
+__all__ = ["MIGRATION_V9", "SQLiteControl"]
 
 SELECT_RUN_FOR_CONTROL: Final = "SELECT status, owner FROM runs WHERE execution_id = ?"
+# v9: approval deadlines: when a pending question falls due (interrupt(timeout_seconds=)).
+MIGRATION_V9: Final[tuple[str, ...]] = (
+    "ALTER TABLE pending_interrupts ADD COLUMN due_at REAL",
+    "CREATE INDEX pending_due_idx ON pending_interrupts (due_at) WHERE due_at IS NOT NULL",
+)
 CANCEL_RUN: Final = (
-    "UPDATE runs SET status = 'cancelled', error = ?, owner = NULL, lease_expires_at = NULL, "
+    "UPDATE runs SET status = ?, error = ?, owner = NULL, lease_expires_at = NULL, "
     "updated_at = ?, finished_at = ? WHERE execution_id = ?"
 )
-SELECT_PENDING_ID: Final = "SELECT checkpoint_id FROM pending_interrupts WHERE execution_id = ?"
+SELECT_PENDING_ID: Final = (
+    "SELECT checkpoint_id, resume_value, claimed_by FROM pending_interrupts WHERE execution_id = ?"
+)
+SELECT_DUE: Final = (
+    f"SELECT {', '.join('p.' + c.strip() for c in _codec.PENDING_COLUMNS.split(','))} "
+    "FROM pending_interrupts p JOIN runs r ON r.execution_id = p.execution_id "
+    "WHERE p.due_at IS NOT NULL AND p.due_at <= ? AND p.resume_value IS NULL "
+    "AND p.claimed_by IS NULL AND r.status = 'paused'"
+)
 DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
 DELETE_CHECKPOINTS: Final = "DELETE FROM checkpoints WHERE execution_id = ?"
 DELETE_IDEMPOTENT: Final = "DELETE FROM idempotency_cache WHERE execution_id = ?"
@@ -48,6 +63,9 @@ class SQLiteControl:
     _fences: Fences
 
     def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
 
     def _head(self, conn: sqlite3.Connection, execution_id: str) -> _codec.Head | None:
@@ -64,7 +82,14 @@ class SQLiteControl:
         raise NotImplementedError
 
     def cancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
         now = time.time()
@@ -80,13 +105,24 @@ class SQLiteControl:
             if status not in CANCELLABLE:
                 return out
             pending = conn.execute(SELECT_PENDING_ID, (execution_id,)).fetchone()
+            if only_if_pending is not None and (
+                pending is None or tuple(pending) != (only_if_pending, None, None)
+            ):
+                return out  # answered, claimed or moved on meanwhile: the deadline is moot
             head = self._head(conn, execution_id)
             cp = cancel_checkpoint(
-                execution_id, head, by=by, reason=reason, at=at, status_before=status
+                execution_id,
+                head,
+                by=by,
+                reason=reason,
+                at=at,
+                status_before=status,
+                end_as=end_as,
             )
             with unfenced(self._fences, execution_id):
                 self._insert(conn, cp, head=head or _codec.empty_head())
-            conn.execute(CANCEL_RUN, (cancel_error_text(by, reason), now, now, execution_id))
+            error = cancel_error_text(by, reason, end_as)
+            conn.execute(CANCEL_RUN, (end_as, error, now, now, execution_id))
             conn.execute(DELETE_PENDING, (execution_id,))
             withdrawn = None if pending is None else pending[0]
             entry = cancel_audit(
@@ -96,6 +132,7 @@ class SQLiteControl:
                 via=via,
                 status_before=status,
                 withdrawn=withdrawn,
+                end_as=end_as,
             )
             insert_audit(conn, entry, now)
         # A drive of this process writing the run re-reads its head and is fenced out.
@@ -106,9 +143,42 @@ class SQLiteControl:
         return out
 
     async def acancel_run(
-        self, execution_id: str, *, by: str | None, reason: str | None, via: str = "code"
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
     ) -> CancelOutcome:
-        return self.cancel_run(execution_id, by=by, reason=reason, via=via)
+        return self.cancel_run(
+            execution_id,
+            by=by,
+            reason=reason,
+            via=via,
+            end_as=end_as,
+            only_if_pending=only_if_pending,
+        )
+
+    def due_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        """See :meth:`tether.store._control.ControlStore.due_interrupts`."""
+        sql, args = SELECT_DUE, list[Any]([time.time()])
+        if runner_names is not None:
+            if not runner_names:
+                return []
+            sql += f" AND r.runner_name IN ({','.join('?' * len(runner_names))})"
+            args.extend(runner_names)
+        with self._read() as conn:
+            rows = conn.execute(sql + " ORDER BY p.due_at LIMIT ?", (*args, limit)).fetchall()
+        return [_codec.pending_from_row(r) for r in rows]
+
+    async def adue_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        return self.due_interrupts(runner_names=runner_names, limit=limit)
 
     def delete_run(
         self, execution_id: str, *, statuses: Sequence[str] | None = None

@@ -37,6 +37,7 @@ from ..views import (
     run_json,
     runner_filter,
     status_filter,
+    time_left,
 )
 from ._service import ActionError
 
@@ -209,6 +210,7 @@ class Inbox:
             items = [
                 {
                     **pending_json(e.pending),
+                    "time_left": time_left(e.pending),
                     "runner_name": e.runner_name,
                     "runner_kind": e.runner_kind,
                     "run_error": e.run_error,

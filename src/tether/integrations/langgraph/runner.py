@@ -353,7 +353,14 @@ async def _start(runner: LangGraphRunner, graph_input: Any, execution_id: str) -
 @_lease.leased_resume
 async def _resume(runner: LangGraphRunner, execution_id: str, resume_value: Any) -> Any:
     store = runner.checkpointer
-    value, run, cp = await rows.resume_point(store, execution_id, runner.name, resume_value)
+    try:
+        value, run, cp = await rows.resume_point(store, execution_id, runner.name, resume_value)
+    except AlreadyResumed:  # its hint ("fork it") names a verb this runner refuses
+        raise AlreadyResumed(
+            f"run {execution_id!r} already completed; branch the thread the LangGraph way "
+            "(graph.update_state on a past checkpoint, or TetherSaver.copy_thread)",
+            execution_id=execution_id,
+        ) from None
     answer: Resume | None = None
     owner: str | None = None
     if cp is not None and cp.status == "interrupted":

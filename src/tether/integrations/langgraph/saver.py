@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import serde as _tether_serde
-from ...errors import ConcurrentWriteError, ConfigurationError
+from ...errors import ConcurrentWriteError, ConfigurationError, SerializationError
 from ...store import _compression, _delta
 from ...store.base import Checkpointer
 from . import _plans
@@ -259,7 +259,14 @@ class TetherSaver(BaseCheckpointSaver[int]):
         key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")), conf["checkpoint_id"])
         rows = []
         for idx, (channel, value) in enumerate(writes):
-            type_, payload = self.serde.dumps_typed(value)
+            try:
+                type_, payload = self.serde.dumps_typed(value)
+            except SerializationError as exc:  # its path names a place inside the value only
+                raise SerializationError(
+                    f"channel {channel!r} (written by task {task_id}): {exc}",
+                    path=exc.path,
+                    type_name=exc.type_name,
+                ) from None
             packed = _compression.compress_state(payload, self._compress)
             if packed is not payload:
                 type_ += _plans.COMPRESSED_SUFFIX

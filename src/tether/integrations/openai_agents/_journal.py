@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...checkpoint import Checkpoint
 from ...errors import StoreError
+from ...hooks import arecord_pause
 from ...interrupt import Answer
 from ...serde import FrozenDict
 
@@ -186,9 +187,7 @@ class Journal:
         """Commit an interrupted row and its pending interrupt (the run pauses)."""
         async with self._lock:
             checkpoint.state_snapshot = self.state()
-            pending = await self.store.arecord_interrupt(
-                checkpoint, release_claim_of=self.owner, **kw
-            )
+            pending = await arecord_pause(self.store, checkpoint, release_claim_of=self.owner, **kw)
             self.owner = None
             return pending
 

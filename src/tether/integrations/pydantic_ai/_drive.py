@@ -33,6 +33,7 @@ from ...engine import lease as _lease
 from ...engine import rows
 from ...engine.claim import claim, claim_heartbeat
 from ...errors import CorruptRecordError, InterruptSignal, StoreError
+from ...hooks import arecord_pause
 from ...interrupt import (
     Answer,
     InterruptScope,
@@ -219,8 +220,8 @@ class _Drive:
             agent_path=path,
             next_node_id=q.node_id,
         )
-        pending = await self.store.arecord_interrupt(
-            cp, release_claim_of=self.owner, **_lease.ending(self.eid)
+        pending = await arecord_pause(
+            self.store, cp, release_claim_of=self.owner, **_lease.ending(self.eid)
         )
         self.owner = None
         return TetherRunResult("paused", self.eid, pending_interrupt=pending.as_dict())
