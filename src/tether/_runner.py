@@ -26,7 +26,7 @@ from .errors import (
     RunNotFoundError,
 )
 from .interrupt import Answer, Resume, answers_with, pending_identity, stored_answers
-from .store.base import Checkpointer, PendingInterrupt, RunRecord
+from .store.base import Checkpointer, PendingInterrupt, RunRecord, resumable
 
 T = TypeVar("T")
 
@@ -215,9 +215,10 @@ async def alatest_resumable(
         RunCancelledError: the run was cancelled (docs/design.md, "Cancel and delete").
     """
     cp: Checkpoint | None
-    fast = getattr(store, "aget_resumable", None) if agent_path_prefix is None else None
+    last_status: str | None
+    fast = resumable(store) if agent_path_prefix is None else None
     if fast is not None:
-        cp, last_status = await fast(execution_id)
+        cp, last_status = await fast.aget_resumable(execution_id)
     else:
         cp = await store.aget_last(execution_id, agent_path_prefix=agent_path_prefix)
         last_status = cp.status if cp is not None and cp.is_run_end else None

@@ -37,7 +37,8 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .base import RunRecord
+    from ..checkpoint import Checkpoint
+    from .base import PendingInterrupt, RunRecord, RunStatus
 
 __all__ = [
     "UNRECORDED_LEASE_SECONDS",
@@ -74,7 +75,7 @@ class ClaimedRun:
 
     execution_id: str
     runner_name: str
-    status: str
+    status: RunStatus
     input: Any = None
     previous_owner: str | None = None
     attempts: int = 1
@@ -196,6 +197,56 @@ class LeaseStore(Protocol):
     the creating commit (the database's clock), so it is held from its first moment, before
     any heartbeat (a run created with an owner and no period raises ``ConfigurationError``).
     """
+
+    def create_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        """:meth:`Checkpointer.create_run <tether.store.base.Checkpointer.create_run>`; a run
+        with an ``owner`` is leased to it for ``lease_seconds`` by the same statement."""
+
+    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        """Async :meth:`create_run`."""
+
+    def put(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: RunStatus | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> Checkpoint:
+        """:meth:`Checkpointer.put <tether.store.base.Checkpointer.put>`; with ``run_status``,
+        gives back the lease ``release_lease_of`` holds in the same transaction."""
+
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: RunStatus | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> Checkpoint:
+        """Async :meth:`put`."""
+
+    def record_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> PendingInterrupt:
+        """:meth:`Checkpointer.record_interrupt
+        <tether.store.base.Checkpointer.record_interrupt>`; gives back the lease
+        ``release_lease_of`` holds in the same transaction."""
+
+    async def arecord_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> PendingInterrupt:
+        """Async :meth:`record_interrupt`."""
 
     def fence(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
         """Fence this instance's later commits of the run on ``owner`` (no I/O); with

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ..checkpoint import Checkpoint
-from ..errors import LeaseLost
 from . import _codec
 from ._leases import (
     UNRECORDED_LEASE_SECONDS,
@@ -30,6 +29,7 @@ from ._leases import (
     lease_left_seconds,
 )
 from ._postgres_io import Database, Plan, Result
+from ._refusals import lease_lost
 from ._versions import POSTGRES_SERVED, postgres_served
 
 __all__ = ["MIGRATION_V2", "PostgresLeases"]
@@ -166,13 +166,7 @@ class PostgresLeases(Fencing):
             return
         owner = self._fences.get(cp.execution_id)
         self._heads.drop(cp.execution_id)
-        raise LeaseLost(
-            f"this process ({owner}) lost the lease on run {cp.execution_id!r}: another "
-            f"worker took it over, so step {cp.node_id!r} was not committed",
-            owner=owner,
-            execution_id=cp.execution_id,
-            node_id=cp.node_id,
-        )
+        raise lease_lost(owner, cp)
 
     # --- leases ---------------------------------------------------------------------------
     def _acquire_plan(

@@ -15,7 +15,6 @@ from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from ..checkpoint import Checkpoint
-from ..errors import LeaseLost
 from . import _codec
 from ._leases import (
     UNRECORDED_LEASE_SECONDS,
@@ -25,6 +24,7 @@ from ._leases import (
     dead_letter_reason,
     lease_left_seconds,
 )
+from ._refusals import lease_lost
 from ._versions import sqlite_served
 
 __all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
@@ -115,13 +115,7 @@ class SQLiteLeases(Fencing):
         fenced = _codec.sqlite_binding(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner))
         if conn.execute(*fenced).rowcount != 1:
             self._drop_head(cp.execution_id)
-            raise LeaseLost(
-                f"this process ({owner}) lost the lease on run {cp.execution_id!r}: another "
-                f"worker took it over, so step {cp.node_id!r} was not committed",
-                owner=owner,
-                execution_id=cp.execution_id,
-                node_id=cp.node_id,
-            )
+            raise lease_lost(owner, cp)
 
     def _give_back(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
         """Release ``owner``'s run lease inside the caller's transaction (the commit that ends

@@ -20,22 +20,32 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, get_args, runtime_checkable
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 
 __all__ = [
+    "RUN_STATUSES",
     "Checkpointer",
+    "EndedStatus",
     "PendingInterrupt",
     "PruneResult",
+    "ResumableStore",
     "RunRecord",
     "RunStatus",
     "SyncAsyncMixin",
+    "resumable",
 ]
 
 RunStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
-FINISHED_STATUSES = ("completed", "failed", "cancelled")
+"""A run's status: ``queued`` (waiting for a worker to start it), ``running``, ``paused`` (an
+interrupt waits for its answer), ``completed``, ``failed``, ``cancelled`` (docs/workers.md,
+docs/storage.md; docs/design.md, "Cancel and delete")."""
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+EndedStatus = Literal["completed", "failed", "cancelled"]
+"""The status a run-end row records: how the run ended."""
+FINISHED_STATUSES: tuple[EndedStatus, ...] = get_args(EndedStatus)
 
 
 @dataclass(slots=True)
@@ -65,7 +75,7 @@ class RunRecord:
     execution_id: str
     runner_name: str
     runner_kind: str
-    status: str = "running"
+    status: RunStatus = "running"
     input: Any = None
     parent_execution_id: str | None = None
     parent_checkpoint_id: str | None = None
@@ -163,7 +173,9 @@ class Checkpointer(Protocol):
     ) -> list[RunRecord]:
         """Runs, newest first, optionally filtered."""
 
-    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+    def set_run_status(
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
+    ) -> None:
         """Record a status change that comes with no checkpoint."""
 
     # --- checkpoints ----------------------------------------------------------------------
@@ -171,7 +183,7 @@ class Checkpointer(Protocol):
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
     ) -> Checkpoint:
@@ -304,31 +316,24 @@ class Checkpointer(Protocol):
         """
 
     # --- async twins used by the engine ---------------------------------------------------
-    # ``release_lease_of`` is passed only to stores with the lease capability
-    # (:class:`tether.store._leases.LeaseStore`), by the commit that ends a drive; so is
-    # ``lease_seconds``, by the drive that creates its run owned.
-    async def acreate_run(
-        self, run: RunRecord, *, lease_seconds: float | None = None
-    ) -> RunRecord: ...
+    # Each takes what its sync method takes. A store with the lease capability
+    # (:class:`tether.store._leases.LeaseStore`) takes more in both: ``lease_seconds`` when
+    # creating a run owned, ``release_lease_of`` in the commit that ends a drive.
+    async def acreate_run(self, run: RunRecord) -> RunRecord: ...
     async def aget_run(self, execution_id: str) -> RunRecord | None: ...
     async def aset_run_status(
-        self, execution_id: str, status: str, *, error: str | None = None
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
     ) -> None: ...
     async def aput(
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
     ) -> Checkpoint: ...
     async def arecord_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
+        self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
     ) -> PendingInterrupt: ...
     async def aget_last(
         self,
@@ -359,84 +364,103 @@ class Checkpointer(Protocol):
     async def arecord_audit(self, entry: AuditEntry) -> None: ...
 
 
+@runtime_checkable
+class ResumableStore(Protocol):
+    """The optional capability of a store that finds the row a resume re-enters in one read
+    (both bundled backends). Without it the engine walks back with ``get_last``."""
+
+    def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, EndedStatus | None]:
+        """The run's newest row that is not a run-end marker, with its full state.
+
+        Returns:
+            ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but
+            run-end markers, or no row at all), and the newest row's status when that row is a
+            run-end marker, else ``None``.
+
+        Raises:
+            CorruptRecordError: the run's stored state chain is broken.
+        """
+
+    async def aget_resumable(
+        self, execution_id: str
+    ) -> tuple[Checkpoint | None, EndedStatus | None]:
+        """Async :meth:`get_resumable`."""
+
+
+def resumable(store: object) -> ResumableStore | None:
+    """``store`` as a :class:`ResumableStore`, or ``None`` when it lacks the capability."""
+    # Not ``isinstance``: a runtime-checkable protocol checks that the names exist, not that
+    # they can be called.
+    found = callable(getattr(store, "get_resumable", None)) and callable(
+        getattr(store, "aget_resumable", None)
+    )
+    return cast(ResumableStore, store) if found else None
+
+
 class SyncAsyncMixin:
     """Async twins that call the sync methods inline.
 
     For backends whose calls are short local I/O (SQLite: tens of microseconds per commit), a
-    thread hop would cost more than the call; the event loop runs them directly.
+    thread hop would cost more than the call; the event loop runs them directly. Each twin
+    takes what its sync method takes in :class:`Checkpointer`; a backend whose sync methods
+    take more (the lease capability's arguments) defines those twins itself.
     """
 
-    async def aclose(self) -> None:
+    async def aclose(self: Checkpointer) -> None:
         """Async :meth:`close` (releases this thread's connection; no I/O wait)."""
-        self.close()  # type: ignore[attr-defined]
+        self.close()
 
-    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
-        # lease_seconds is passed only when given: stores without leases do not take it.
-        if lease_seconds is None:
-            return self.create_run(run)  # type: ignore[attr-defined,no-any-return]
-        return self.create_run(run, lease_seconds=lease_seconds)  # type: ignore[attr-defined,no-any-return]
+    async def acreate_run(self: Checkpointer, run: RunRecord) -> RunRecord:
+        return self.create_run(run)
 
-    async def aget_run(self, execution_id: str) -> RunRecord | None:
-        return self.get_run(execution_id)  # type: ignore[attr-defined,no-any-return]
+    async def aget_run(self: Checkpointer, execution_id: str) -> RunRecord | None:
+        return self.get_run(execution_id)
 
     async def aset_run_status(
-        self, execution_id: str, status: str, *, error: str | None = None
+        self: Checkpointer, execution_id: str, status: RunStatus, *, error: str | None = None
     ) -> None:
-        self.set_run_status(execution_id, status, error=error)  # type: ignore[attr-defined]
+        self.set_run_status(execution_id, status, error=error)
 
     async def aput(
-        self,
+        self: Checkpointer,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
     ) -> Checkpoint:
-        # release_lease_of is passed only when given: stores without leases do not take it.
-        if release_lease_of is None:
-            return self.put(  # type: ignore[attr-defined,no-any-return]
-                checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
-            )
-        return self.put(  # type: ignore[attr-defined,no-any-return]
-            checkpoint,
-            run_status=run_status,
-            error=error,
-            release_claim_of=release_claim_of,
-            release_lease_of=release_lease_of,
+        return self.put(
+            checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
         )
 
     async def arecord_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
+        self: Checkpointer, checkpoint: Checkpoint, *, release_claim_of: str | None = None
     ) -> PendingInterrupt:
-        lease = {} if release_lease_of is None else {"release_lease_of": release_lease_of}
-        return self.record_interrupt(  # type: ignore[attr-defined,no-any-return]
-            checkpoint, release_claim_of=release_claim_of, **lease
-        )
+        return self.record_interrupt(checkpoint, release_claim_of=release_claim_of)
 
     async def aget_last(
-        self,
+        self: Checkpointer,
         execution_id: str,
         *,
         before_seq: int | None = None,
         agent_path_prefix: str | None = None,
     ) -> Checkpoint | None:
-        return self.get_last(  # type: ignore[attr-defined,no-any-return]
+        return self.get_last(
             execution_id, before_seq=before_seq, agent_path_prefix=agent_path_prefix
         )
 
-    async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
-        return self.get_checkpoint(execution_id, checkpoint_id)  # type: ignore[attr-defined,no-any-return]
+    async def aget_checkpoint(
+        self: Checkpointer, execution_id: str, checkpoint_id: str
+    ) -> Checkpoint | None:
+        return self.get_checkpoint(execution_id, checkpoint_id)
 
-    async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
-        return self.get_pending_interrupt(execution_id)  # type: ignore[attr-defined,no-any-return]
+    async def aget_pending_interrupt(
+        self: Checkpointer, execution_id: str
+    ) -> PendingInterrupt | None:
+        return self.get_pending_interrupt(execution_id)
 
     async def aclaim_interrupt(
-        self,
+        self: Checkpointer,
         execution_id: str,
         *,
         owner: str,
@@ -446,7 +470,7 @@ class SyncAsyncMixin:
         checkpoint_id: str | None = None,
         audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
-        return self.claim_interrupt(  # type: ignore[attr-defined,no-any-return]
+        return self.claim_interrupt(
             execution_id,
             owner=owner,
             resume_value=resume_value,
@@ -456,16 +480,16 @@ class SyncAsyncMixin:
             audit=audit,
         )
 
-    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
-        return self.renew_claim(  # type: ignore[attr-defined,no-any-return]
-            execution_id, owner=owner, lease_seconds=lease_seconds
-        )
+    async def arenew_claim(
+        self: Checkpointer, execution_id: str, *, owner: str, lease_seconds: float
+    ) -> bool:
+        return self.renew_claim(execution_id, owner=owner, lease_seconds=lease_seconds)
 
-    async def arelease_claim(self, execution_id: str, *, owner: str) -> bool:
-        return self.release_claim(execution_id, owner=owner)  # type: ignore[attr-defined,no-any-return]
+    async def arelease_claim(self: Checkpointer, execution_id: str, *, owner: str) -> bool:
+        return self.release_claim(execution_id, owner=owner)
 
-    async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
-        return self.get_idempotent(execution_id, key)  # type: ignore[attr-defined,no-any-return]
+    async def aget_idempotent(self: Checkpointer, execution_id: str, key: str) -> tuple[bool, Any]:
+        return self.get_idempotent(execution_id, key)
 
-    async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
-        return self.put_idempotent(execution_id, key, value)  # type: ignore[attr-defined]
+    async def aput_idempotent(self: Checkpointer, execution_id: str, key: str, value: Any) -> Any:
+        return self.put_idempotent(execution_id, key, value)

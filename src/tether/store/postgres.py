@@ -52,7 +52,7 @@ from psycopg_pool import ConnectionPool
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
-from ..errors import ConcurrentWriteError, ConfigurationError, SchemaVersionError
+from ..errors import ConfigurationError
 from . import _codec, _listing
 from . import _postgres_sql as q
 from ._database_errors import postgres_constraint
@@ -63,7 +63,8 @@ from ._postgres_audit import PostgresAudit, audit_named_params
 from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
-from .base import PendingInterrupt, PruneResult, RunRecord
+from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
+from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus
 
 __all__ = ["PostgresCheckpointer"]
 
@@ -249,12 +250,8 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         yield self._q(q.CREATE_SCHEMA_TABLE), None
         found = (yield self._q(q.SELECT_SCHEMA_VERSION), None).rows[0][0] or 0
         if found > q.SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"schema {self.schema!r} on {self._target} holds tether schema version "
-                f"{found}, newer than the {q.SCHEMA_VERSION} this tether supports; upgrade "
-                "tether to open it",
-                found=found,
-                supported=q.SCHEMA_VERSION,
+            raise schema_too_new(
+                f"schema {self.schema!r} on {self._target}", found, q.SCHEMA_VERSION
             )
         for version in range(found + 1, q.SCHEMA_VERSION + 1):
             for statement in q.MIGRATIONS[version]:
@@ -330,11 +327,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         except pg_errors.UniqueViolation as exc:
             if postgres_constraint(exc) != q.RUN_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
-            raise ConfigurationError(
-                f"a run with execution_id {run.execution_id!r} already exists; resume or "
-                "fork it instead",
-                execution_id=run.execution_id,
-            ) from exc
+            raise run_exists(run.execution_id) from exc
         created, expires = res.rows[0]
         run.created_at = run.updated_at = _codec.ts_to_dt(created)
         run.lease_expires_at = _codec.ts_to_dt(expires)
@@ -376,10 +369,12 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
     def _listing_time(self, when: _dt.datetime) -> Any:
         return when
 
-    def _status_plan(self, execution_id: str, status: str, error: str | None) -> Plan[int]:
+    def _status_plan(self, execution_id: str, status: RunStatus, error: str | None) -> Plan[int]:
         return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
 
-    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+    def set_run_status(
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
+    ) -> None:
         """Record a status change that comes with no checkpoint."""
         self._db.run(
             "set_run_status",
@@ -388,7 +383,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         )
 
     async def aset_run_status(
-        self, execution_id: str, status: str, *, error: str | None = None
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
     ) -> None:
         await self._db.arun(
             "set_run_status",
@@ -437,11 +432,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             if postgres_constraint(exc) != q.STEP_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
             self._heads.drop(cp.execution_id)
-            raise ConcurrentWriteError(
-                f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
-                execution_id=cp.execution_id,
-                node_id=cp.node_id,
-            ) from exc
+            raise step_taken(cp) from exc
         self._check_fenced(cp, res)
         cp.created_at = _codec.ts_to_dt(res.rows[0][0])
         return new_head
@@ -449,16 +440,12 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
     def _release_plan(self, execution_id: str, owner: str) -> Plan[None]:
         if (yield self._q(q.DELETE_PENDING_OF), (execution_id, owner)).rowcount != 1:
             self._heads.drop(execution_id)
-            raise ConcurrentWriteError(
-                f"the claim on run {execution_id!r}'s interrupt was taken over by another "
-                "resumer; this process must stop",
-                execution_id=execution_id,
-            )
+            raise claim_taken_over(execution_id)
 
     def _put_plan(
         self,
         cp: Checkpoint,
-        run_status: str | None,
+        run_status: RunStatus | None,
         error: str | None,
         release_claim_of: str | None,
         force_full: bool,
@@ -485,7 +472,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
@@ -521,7 +508,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,

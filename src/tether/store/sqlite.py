@@ -32,9 +32,7 @@ from typing import Any, Final, Literal
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from ..errors import (
-    ConcurrentWriteError,
     ConfigurationError,
-    SchemaVersionError,
     SerializationError,
     TetherError,
 )
@@ -43,12 +41,20 @@ from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind,
 from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
+from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
 from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_control import MIGRATION_V9, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from ._versions import SQLITE_MIGRATION_V8
-from .base import FINISHED_STATUSES, PendingInterrupt, PruneResult, RunRecord, SyncAsyncMixin
+from .base import (
+    FINISHED_STATUSES,
+    PendingInterrupt,
+    PruneResult,
+    RunRecord,
+    RunStatus,
+    SyncAsyncMixin,
+)
 
 __all__ = ["SQLiteCheckpointer"]
 
@@ -427,12 +433,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             if found > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{self.path!r} holds tether schema version {found}, newer than the "
-                    f"{SCHEMA_VERSION} this tether supports; upgrade tether to open it",
-                    found=found,
-                    supported=SCHEMA_VERSION,
-                )
+                raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[version]:
                     conn.execute(statement)
@@ -492,15 +493,14 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             except sqlite3.IntegrityError as exc:
                 if sqlite_constraint(exc) != _RUN_KEY:
                     raise  # a constraint of the operator's: rejected, by the rule
-                raise ConfigurationError(
-                    f"a run with execution_id {run.execution_id!r} already exists; resume or "
-                    "fork it instead",
-                    execution_id=run.execution_id,
-                ) from exc
+                raise run_exists(run.execution_id) from exc
         self._heads.reset(run.execution_id, _codec.empty_head())
         run.created_at = run.updated_at = _codec.ts_to_dt(now)
         run.lease_expires_at = _codec.ts_to_dt(expires)
         return run
+
+    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
+        return self.create_run(run, lease_seconds=lease_seconds)
 
     def get_run(self, execution_id: str) -> RunRecord | None:
         with self._read() as conn:
@@ -527,7 +527,9 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
     def _listing_time(self, when: _dt.datetime) -> Any:
         return when.timestamp()
 
-    def set_run_status(self, execution_id: str, status: str, *, error: str | None = None) -> None:
+    def set_run_status(
+        self, execution_id: str, status: RunStatus, *, error: str | None = None
+    ) -> None:
         now = _now()
         with self._write() as conn:
             conn.execute(UPDATE_RUN_STATUS, (status, error, now, status, now, execution_id))
@@ -569,11 +571,7 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             if sqlite_constraint(exc) != _STEP_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
             self._heads.drop(cp.execution_id)
-            raise ConcurrentWriteError(
-                f"another writer appended step {cp.seq} of run {cp.execution_id!r} first",
-                execution_id=cp.execution_id,
-                node_id=cp.node_id,
-            ) from exc
+            raise step_taken(cp) from exc
         return new_head
 
     def _drop_head(self, execution_id: str) -> None:
@@ -582,17 +580,13 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
     def _release(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
         if conn.execute(DELETE_PENDING_OF, (execution_id, owner)).rowcount != 1:
             self._heads.drop(execution_id)
-            raise ConcurrentWriteError(
-                f"the claim on run {execution_id!r}'s interrupt was taken over by another "
-                "resumer; this process must stop",
-                execution_id=execution_id,
-            )
+            raise claim_taken_over(execution_id)
 
     def put(
         self,
         checkpoint: Checkpoint,
         *,
-        run_status: str | None = None,
+        run_status: RunStatus | None = None,
         error: str | None = None,
         release_claim_of: str | None = None,
         force_full: bool = False,
@@ -629,6 +623,25 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
                     self._give_back(conn, checkpoint.execution_id, release_lease_of)
         self._heads.set(checkpoint.execution_id, head)
         return checkpoint
+
+    async def aput(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        run_status: RunStatus | None = None,
+        error: str | None = None,
+        release_claim_of: str | None = None,
+        force_full: bool = False,
+        release_lease_of: str | None = None,
+    ) -> Checkpoint:
+        return self.put(
+            checkpoint,
+            run_status=run_status,
+            error=error,
+            release_claim_of=release_claim_of,
+            force_full=force_full,
+            release_lease_of=release_lease_of,
+        )
 
     def record_interrupt(
         self,
@@ -674,6 +687,17 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
             agent_path=checkpoint.agent_path,
             created_at=_codec.ts_to_dt(now),
             due_at=None if due is None else _codec.ts_to_dt(now + due),
+        )
+
+    async def arecord_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        release_claim_of: str | None = None,
+        release_lease_of: str | None = None,
+    ) -> PendingInterrupt:
+        return self.record_interrupt(
+            checkpoint, release_claim_of=release_claim_of, release_lease_of=release_lease_of
         )
 
     def _with_raw_state(
