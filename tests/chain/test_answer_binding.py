@@ -182,7 +182,7 @@ def _late_approver(url: str, eid: str, refund: str, go: Any, results: Any) -> No
     until it waits on another question, and a while after: every try must be refused once
     the refund question is gone."""
     store = tether.connect(url)
-    value = Resume(approved=True, metadata={"via": "late"}).to_dict()
+    value = Resume(approved=True, metadata={"answered_by": "late approver"}).to_dict()
     go.wait()
     stored = 0
     seen_other = None

@@ -9,11 +9,11 @@ A run's state is stored per top-level key as raw JSON. Each checkpoint row holds
 
 How a grown list is found: a list of immutable items (JSON scalars and
 :class:`~tether.serde.FrozenDict`) is compared with the one the previous row encoded, item by
-item (in C: the same object or an equal one) while it holds at most :data:`WHOLE_CHECK_ITEMS`
-items; beyond that, by identity of its first item and of the newest :data:`TAIL_CHECK_ITEMS`
-items known from the previous row, so a step costs what it added, not the history. When they
-match, only what follows is encoded. Any other list is encoded whole and compared by bytes
-with the previous row's, so an in-place change is caught (an append is still stored as one).
+item (in C: the same object or an equal one), against a private copy that grows by the
+appended items only (:class:`ListMark`), so a step encodes and copies what it added, not the
+history. When they match, only what follows is encoded. Any other list is encoded whole and
+compared by bytes with the previous row's, so an in-place change is caught (an append is
+still stored as one).
 
 A full snapshot is written on a run's first row and then only when replaying the deltas since
 the last one would cost about twice the snapshot itself (counting :data:`ROW_COST_BYTES` per
@@ -35,9 +35,6 @@ from ..errors import CorruptRecordError, SerializationError
 from ._compression import ZSTD_MARK, decompress_state
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
-
-WHOLE_CHECK_ITEMS: Final = 1024  # lists up to this long are compared item by item
-TAIL_CHECK_ITEMS: Final = 16  # beyond: the first and these newest known items, by identity
 
 ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
 
@@ -102,40 +99,40 @@ def _nbytes(value: Encoded) -> int:
 @dataclass(slots=True)
 class ListMark:
     """What the writer remembers of a list of immutable items it encoded, to tell next time
-    whether the list only grew (see the module docstring): its length, and a copy of it when
-    it is at most :data:`WHOLE_CHECK_ITEMS` long, else its first item and its newest
-    :data:`TAIL_CHECK_ITEMS` items."""
+    whether the list only grew (see the module docstring): a private copy of it.
+
+    Every item is compared, whatever the list's length, so a replaced item is never missed;
+    in C, with the identity shortcut, about 1 ns an item. The copy is the writer's own (a
+    caller may change its list in place) and grows by the appended items only: a mark hands
+    its copy on to the mark of the grown list, so a step copies what it added, not the
+    history. A mark whose copy was handed on no longer matches anything (its length and its
+    copy's differ), so an older head kept for a retry falls back to the byte comparison.
+    """
 
     length: int
-    first: Any
-    newest: list[Any]
-    whole: list[Any] | None
+    whole: list[Any]
 
     @staticmethod
     def of(items: list[Any]) -> ListMark:
-        n = len(items)
-        if n <= WHOLE_CHECK_ITEMS:
-            return ListMark(n, None, [], items[:])
-        return ListMark(n, items[0], items[n - TAIL_CHECK_ITEMS :], None)
+        return ListMark(len(items), items[:])
 
     def tail_of(self, items: list[Any]) -> list[Any] | None:
         """The items appended to the marked list if ``items`` is that list, grown or not,
         else ``None``."""
         n = self.length
-        if len(items) < n:
+        if len(items) < n or len(self.whole) != n:
             return None
-        if self.whole is not None:
-            # Item by item in C: the same object, or an equal one (which encodes alike but
-            # for 1, 1.0 and True).
-            if (items[:n] if len(items) > n else items) != self.whole:
-                return None
-            return items[n:]
-        if items[0] is not self.first:
+        # Item by item in C: the same object, or an equal one (which encodes alike but for
+        # 1, 1.0 and True).
+        if (items[:n] if len(items) > n else items) != self.whole:
             return None
-        for i, item in enumerate(self.newest, n - TAIL_CHECK_ITEMS):
-            if items[i] is not item:
-                return None
         return items[n:]
+
+    def grown(self, tail: list[Any]) -> ListMark:
+        """The mark of the marked list with ``tail`` appended (see the class docstring)."""
+        whole = self.whole
+        whole.extend(tail)
+        return ListMark(len(whole), whole)
 
 
 @dataclass(slots=True)
@@ -224,7 +221,7 @@ def grow_list(
         return None
     added = serde.dumps(tail, path)
     base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
-    return base.grow(added), added, ListMark.of(items)
+    return base.grow(added), added, mark.grown(tail)
 
 
 def encode_next(

@@ -42,13 +42,12 @@ from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
-from ._sqlite_audit import DELETE_AUDIT_OF, MIGRATION_V6, SQLiteAudit, insert_audit
+from ._sqlite_audit import MIGRATION_V6, SQLiteAudit, insert_audit
 from ._sqlite_control import MIGRATION_V9, SQLiteControl
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 from ._versions import SQLITE_MIGRATION_V8
 from .base import (
-    FINISHED_STATUSES,
     PendingInterrupt,
     PruneResult,
     RunRecord,
@@ -241,6 +240,22 @@ SELECT_IDEMPOTENT_ALL: Final = (
 SELECT_PRUNABLE: Final = (
     "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
     "AND finished_at < ?"
+)
+# Prune works on the whole set at once: each statement names the runs by the same cutoff (its
+# one parameter), and the write lock held from the first to the last keeps that set fixed.
+_PRUNABLE: Final = f" WHERE execution_id IN ({SELECT_PRUNABLE})"
+COUNT_CHECKPOINTS_PRUNABLE: Final = "SELECT count(*) FROM checkpoints" + _PRUNABLE
+COUNT_IDEMPOTENT_PRUNABLE: Final = "SELECT count(*) FROM idempotency_cache" + _PRUNABLE
+DELETE_PRUNABLE: Final = (
+    "DELETE FROM checkpoints" + _PRUNABLE,
+    "DELETE FROM idempotency_cache" + _PRUNABLE,
+    "DELETE FROM pending_interrupts" + _PRUNABLE,
+    *(  # a LangGraph run's thread, read by the runs' kind: before they go
+        s.replace("execution_id = ?", f"execution_id IN ({SELECT_PRUNABLE})")
+        for s in SQLITE_PRUNE_THREAD
+    ),
+    "DELETE FROM audit_log" + _PRUNABLE,
+    "DELETE FROM runs" + _PRUNABLE,
 )
 
 
@@ -888,33 +903,18 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
         Returns:
             Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
         """
-        cutoff = _codec.prune_cutoff(older_than, _now())
-        result = PruneResult()
+        cutoff = (_codec.prune_cutoff(older_than, _now()),)
         with self._write() as conn:
-            ids = [r[0] for r in conn.execute(SELECT_PRUNABLE, (cutoff,)).fetchall()]
-            for eid in ids:
-                run = conn.execute("SELECT status FROM runs WHERE execution_id = ?", (eid,))
-                status = run.fetchone()[0]
-                if status not in FINISHED_STATUSES:  # pragma: no cover - guarded by the query
-                    continue
-                n_cp = conn.execute(
-                    "SELECT COUNT(*) FROM checkpoints WHERE execution_id = ?", (eid,)
-                ).fetchone()[0]
-                n_id = conn.execute(
-                    "SELECT COUNT(*) FROM idempotency_cache WHERE execution_id = ?", (eid,)
-                ).fetchone()[0]
-                if not dry_run:
-                    conn.execute("DELETE FROM checkpoints WHERE execution_id = ?", (eid,))
-                    conn.execute("DELETE FROM idempotency_cache WHERE execution_id = ?", (eid,))
-                    conn.execute("DELETE FROM pending_interrupts WHERE execution_id = ?", (eid,))
-                    for statement in SQLITE_PRUNE_THREAD:  # a LangGraph run's thread
-                        conn.execute(statement, (eid,))
-                    conn.execute(DELETE_AUDIT_OF, (eid,))
-                    conn.execute("DELETE FROM runs WHERE execution_id = ?", (eid,))
-                result.runs += 1
-                result.checkpoints += n_cp
-                result.idempotency += n_id
-                result.execution_ids.append(eid)
+            ids = [eid for (eid,) in conn.execute(SELECT_PRUNABLE, cutoff).fetchall()]
+            result = PruneResult(runs=len(ids), execution_ids=ids)
+            if not ids:
+                return result
+            result.checkpoints = conn.execute(COUNT_CHECKPOINTS_PRUNABLE, cutoff).fetchone()[0]
+            result.idempotency = conn.execute(COUNT_IDEMPOTENT_PRUNABLE, cutoff).fetchone()[0]
+            if dry_run:
+                return result
+            for statement in DELETE_PRUNABLE:
+                conn.execute(statement, cutoff)
         if not dry_run:
             for eid in result.execution_ids:
                 self._heads.drop(eid)
