@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import memory, openai_agents, peers, workloads
+from . import instructions, long_run, memory, openai_agents, peers, workloads
 from . import pydantic_ai as pydantic_ai_bench
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render
@@ -43,6 +43,15 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
         openai_agents.openai_agents,
     ),
     ("Memory: one 10,000-step run", memory.memory),
+    (
+        "W6: 10,000 steps appending a 1 KB message each, beside an append-only log",
+        long_run.w6_long_run,
+    ),
+    ("W6-100K: the same at 100,000 steps (SQLite NORMAL)", long_run.w6_long_run_100k),
+    (
+        "INSTRUCTIONS: W1 step and W3 resume, counted by valgrind callgrind",
+        instructions.instructions,
+    ),
 ]
 
 

@@ -45,6 +45,8 @@ SQLITE_FLOOR_LAST = (
 PG_FLOOR_LAST = (
     f"SELECT seq, state FROM {FLOOR_TABLE} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"
 )
+SQLITE_FLOOR_HISTORY = f"SELECT state FROM {FLOOR_TABLE} WHERE execution_id = ? ORDER BY seq"
+PG_FLOOR_HISTORY = f"SELECT state FROM {FLOOR_TABLE} WHERE execution_id = %s ORDER BY seq"
 
 
 class Floor(Protocol):
@@ -58,6 +60,13 @@ class Floor(Protocol):
 
     def last(self, execution_id: str) -> tuple[int, bytes]:
         """The run's newest row: ``(seq, state)``."""
+
+    def history(self, execution_id: str) -> list[bytes]:
+        """Every row of the run, oldest first (an append-only log read back whole)."""
+
+    def size(self) -> int:
+        """Bytes the floor's table takes at rest (SQLite: its file after emptying the WAL;
+        Postgres: ``pg_total_relation_size``)."""
 
     def close(self) -> None: ...
 
@@ -126,6 +135,15 @@ class _SQLiteFloor:
     def last(self, execution_id: str) -> tuple[int, bytes]:
         seq, state = self.conn.execute(SQLITE_FLOOR_LAST, (execution_id,)).fetchone()
         return int(seq), bytes(state)
+
+    def history(self, execution_id: str) -> list[bytes]:
+        return [r[0] for r in self.conn.execute(SQLITE_FLOOR_HISTORY, (execution_id,))]
+
+    def size(self) -> int:
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        path = self.conn.execute("PRAGMA database_list").fetchone()[2]
+        wal = path + "-wal"
+        return os.path.getsize(path) + (os.path.getsize(wal) if os.path.exists(wal) else 0)
 
     def close(self) -> None:
         self.conn.close()
@@ -231,6 +249,15 @@ class _PGFloor:
         assert row is not None
         return int(row[0]), bytes(row[1])
 
+    def history(self, execution_id: str) -> list[bytes]:
+        cur = self.conn.execute(PG_FLOOR_HISTORY, (execution_id,), prepare=True)
+        return [r[0] for r in cur]
+
+    def size(self) -> int:
+        row = self.conn.execute(f"SELECT pg_total_relation_size('{FLOOR_TABLE}')").fetchone()
+        assert row is not None
+        return int(row[0])
+
     def close(self) -> None:
         self.conn.close()
 
@@ -335,6 +362,15 @@ def _close(store: Any) -> None:
 def _top_columns(columns: dict[str, int]) -> dict[str, int]:
     wanted = ("state", "node_output", "node_input")
     return {c: columns[c] for c in wanted if c in columns}
+
+
+def floor_from_spec(spec: dict[str, Any]) -> Floor:
+    """The floor beside the store a :meth:`Handle.spec` names, opened in another process."""
+    if spec["kind"] == "sqlite":
+        return _SQLiteFloor(
+            os.path.join(os.path.dirname(spec["path"]), "floor.db"), spec["synchronous"]
+        )
+    return _PGFloor(spec["dsn"], spec["schema"])
 
 
 def all_backends() -> list[Backend]:

@@ -1,4 +1,4 @@
-"""@idempotent (DESIGN section 6)."""
+"""@idempotent (docs/design.md §6)."""
 
 from __future__ import annotations
 

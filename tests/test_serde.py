@@ -1,4 +1,4 @@
-"""Typed envelopes and path-naming errors (DESIGN section 7)."""
+"""Typed envelopes and path-naming errors (docs/design.md §7)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``execution_id`` is minted once per run and placed here so every node, tool and
 ``@idempotent`` call inside the run reads the same id; ``agent_path`` is extended, never
-overwritten, as topologies nest (DESIGN section 8).
+overwritten, as topologies nest (docs/design.md §8).
 """
 
 from __future__ import annotations

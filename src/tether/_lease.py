@@ -382,7 +382,7 @@ async def acreate_branch_run(
     store: Checkpointer, runner: Any, source: RunRecord, src_checkpoint_id: str, eid: str | None
 ) -> str:
     """Create a fork's run: the runner's name and kind, the source run's input, linked to the
-    source run and checkpoint it branches from (DESIGN section 9). Returns its execution_id."""
+    source run and checkpoint it branches from (docs/design.md §9). Returns its execution_id."""
     eid = eid or new_id()
     await acreate_run(
         store,

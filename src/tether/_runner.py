@@ -206,7 +206,7 @@ async def alatest_resumable(
     store: Checkpointer, execution_id: str, agent_path_prefix: str | None = None
 ) -> Checkpoint | None:
     """The row resume re-enters: the newest row that is not a run-end marker (a failed run
-    stays resumable), or ``None`` when no step committed (DESIGN section 4). One read on the
+    stays resumable), or ``None`` when no step committed (docs/design.md §4). One read on the
     bundled stores (``aget_resumable``); any other store is walked back with ``aget_last``.
 
     Raises:
@@ -382,7 +382,7 @@ async def afork_checkpoint(
     answer: Resume | None = None,
 ) -> Checkpoint:
     """The row a fork branches from: ``checkpoint_id``, or the newest row; a ``run_end``
-    tombstone is stepped over either way (it addresses no node: DESIGN section 9).
+    tombstone is stepped over either way (it addresses no node: docs/design.md §9).
 
     Args:
         answer: the fork's ``resume_value``; bound to a question (``answer.checkpoint_id``),

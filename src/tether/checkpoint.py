@@ -1,4 +1,4 @@
-"""The checkpoint record: one row per boundary of a run (DESIGN section 2).
+"""The checkpoint record: one row per boundary of a run (docs/design.md §2).
 
 Also the two helpers that pick which row to re-enter (:func:`latest_resumable`) or branch from
 (:func:`latest_forkable`); both step over the ``run_end`` tombstone, which addresses no node.
@@ -70,7 +70,7 @@ class Checkpoint:
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
             ``fork_origin``, ``run_end``.
-        status: ``completed``, ``interrupted`` or ``failed``; drives resume (DESIGN section 4).
+        status: ``completed``, ``interrupted`` or ``failed``; drives resume (docs/design.md §4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -79,7 +79,7 @@ class Checkpoint:
         iteration_counters: cycle counts, ``{"<source>-><target>": times_taken}``.
         interrupt_reason: for an interrupted row, the reason given to ``interrupt()``.
         interrupt_context: for an interrupted row, the frozen context the human approves.
-        agent_path: where in a multi-agent topology the row was written (DESIGN section 8).
+        agent_path: where in a multi-agent topology the row was written (docs/design.md §8).
         parent_checkpoint_id: for a fork's first row, the checkpoint it branched from.
         next_node_id: the step the recorded routing chose to run next (``None`` when the run
             has nothing left to do); resume continues there, never at declaration order.
@@ -148,7 +148,7 @@ def latest_resumable(
     """The checkpoint resume re-enters from.
 
     Steps over a ``failed`` run-end marker (a run that raised stays resumable) and refuses a
-    ``completed`` one (DESIGN section 4).
+    ``completed`` one (docs/design.md §4).
 
     Args:
         store: the checkpointer holding the run.
@@ -190,7 +190,7 @@ def latest_forkable(
     """The checkpoint fork branches from by default: the newest row that is not a tombstone.
 
     Unlike :func:`latest_resumable`, a finished run (completed or failed) is the ordinary case
-    and is never refused (DESIGN section 9).
+    and is never refused (docs/design.md §9).
 
     Raises:
         RunNotFoundError: no run has this id.

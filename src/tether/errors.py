@@ -77,9 +77,8 @@ class MissingStepError(ConfigurationError):
     a tool, a swarm agent, a supervisor worker or an agent node that was renamed or removed.
 
     Nothing was claimed or written: a paused run stays paused with its answer, if one was
-    stored, and continues once code that has the step resumes it (docs/design.md, "Interrupts
-    and the claim"). A worker leaves such a run to workers that have the step
-    (docs/workers.md, "When the code lacks a step").
+    stored, and continues once code that has the step resumes it (docs/design.md §4). A worker
+    leaves such a run to workers that have the step (docs/workers.md, "When the code lacks a step").
 
     Attributes:
         missing: what is missing, e.g. ``tool 'refund'`` or ``node 'ship'``.
@@ -268,7 +267,7 @@ class ChainResumeError(ResumeError):
 class AlreadyResumed(ResumeError):
     """Nothing is left to resume: the run finished, or another caller claimed the interrupt.
 
-    Exactly one caller ever gets a given interrupt (DESIGN section 5); every other caller gets
+    Exactly one caller ever gets a given interrupt (docs/design.md §5); every other caller gets
     this error, never a raw driver error.
     """
 
@@ -295,7 +294,7 @@ class InterruptChangedError(AlreadyResumed):
     """An answer was given for a question (the interrupt recorded at ``checkpoint_id``) that
     is no longer the one the run waits on: the run was answered and moved on, and is now
     paused on another question, or on none. Nothing was stored or claimed; read the question
-    now pending and answer that one (docs/design.md, "Interrupts and the claim").
+    now pending and answer that one (docs/design.md §5).
 
     Attributes:
         checkpoint_id: the interrupted checkpoint the answer was given for.
@@ -329,7 +328,7 @@ class InterruptSignal(BaseException):
     """Raised by :func:`tether.interrupt` on first pass to suspend the step for a human.
 
     Derives from ``BaseException`` so that ``except Exception:`` in user code does not swallow
-    it (DESIGN section 5). The executor catches it, records the pending interrupt and returns a
+    it (docs/design.md §5). The executor catches it, records the pending interrupt and returns a
     paused result.
 
     Attributes:

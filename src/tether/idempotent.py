@@ -1,4 +1,4 @@
-"""``@idempotent``: run a side effect at most once per run and argument set (DESIGN section 6).
+"""``@idempotent``: run a side effect at most once per run and argument set (docs/design.md §6).
 
 A re-entered step runs from its top, so anything it did before the resume point fires again.
 Inside a run, the first call with a given key runs the body and caches its JSON result under
@@ -20,7 +20,7 @@ such as one defined inside a function) is found out only after the body ran, whe
 has happened. tether then caches a record that the body ran and its result was lost, and
 raises :class:`~tether.errors.SerializationError` naming the result's path; later calls with
 that key in the run raise the same error instead of running the body again, so the effect is
-never repeated silently (docs/design.md, "Idempotency").
+never repeated silently (docs/design.md §6).
 """
 
 from __future__ import annotations

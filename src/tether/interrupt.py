@@ -3,13 +3,13 @@
 First pass, ``interrupt()`` raises :class:`~tether.errors.InterruptSignal`; the executor
 records the pending interrupt and the run pauses with no process alive. On resume the step runs
 again from its top and the ``interrupt()`` call that asked the question returns the
-:class:`Resume` given for it (DESIGN section 5).
+:class:`Resume` given for it (docs/design.md §5).
 
-This module is the one home of the answer-matching rule (docs/design.md, "Interrupts and the
-claim"): every answer is bound to the identity of the question it answers, its
-:class:`InterruptIdentity` ``(reason, key, occurrence)``, and an ``interrupt()`` call returns
-only the answer bound to its own identity. A re-executed step that reaches another question
-first pauses on it; the answers it holds stay bound to their questions.
+This module is the one home of the answer-matching rule (docs/design.md §5): every answer is
+bound to the identity of the question it answers, its :class:`InterruptIdentity` ``(reason,
+key, occurrence)``, and an ``interrupt()`` call returns only the answer bound to its own
+identity. A re-executed step that reaches another question first pauses on it; the answers it
+holds stay bound to their questions.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Resume:
             :class:`~tether.errors.InterruptChangedError`, nothing claimed, when the run
             waits on another question by then (it was answered elsewhere and moved on); the
             check is part of the claim's own statement. ``None`` answers whatever question
-            the run waits on (docs/design.md, "Interrupts and the claim"). Not stored with
+            the run waits on (docs/design.md §5). Not stored with
             the answer.
     """
 
@@ -313,7 +313,7 @@ def interrupt(reason: str, context: Any = None, *, key: str | None = None) -> Re
     """Ask a human; returns their :class:`Resume` when the step is re-entered with one.
 
     The answer is bound to the question's identity: ``reason``, ``key`` and how many times the
-    step asked that reason and key before (docs/design.md, "Interrupts and the claim"). A
+    step asked that reason and key before (docs/design.md §5). A
     re-executed step whose calls come in another order (``asyncio.gather``, a loop over data
     whose order changed) still gets each answer at the question it was given for; a question
     with no answer yet pauses the run, never takes another question's answer.

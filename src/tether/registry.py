@@ -65,7 +65,7 @@ class Runner(Protocol):
     """Anything a registry can hold: ``Chain`` today, ``Agent``/``Swarm``/``Supervisor`` too.
 
     A runner has a ``name`` (recorded on each run it starts), a ``kind`` (``chain``, ``agent``,
-    ``swarm``, ``supervisor``) and the resume and fork verbs of DESIGN section 1.
+    ``swarm``, ``supervisor``) and the resume and fork verbs of docs/design.md §1.
     """
 
     @property
@@ -77,7 +77,7 @@ class Runner(Protocol):
         """``chain``, ``agent``, ``swarm`` or ``supervisor``."""
 
     async def aresume(self, execution_id: str, resume_value: Resume | None = None) -> Any:
-        """Continue a run (DESIGN section 4)."""
+        """Continue a run (docs/design.md §4)."""
 
     async def afork(
         self,
@@ -87,7 +87,7 @@ class Runner(Protocol):
         state_updates: dict[str, Any] | None = None,
         resume_value: Resume | None = None,
     ) -> Any:
-        """Branch a new run from a checkpoint (DESIGN section 9)."""
+        """Branch a new run from a checkpoint (docs/design.md §9)."""
 
     def resume(self, execution_id: str, resume_value: Resume | None = None) -> Any:
         """Sync twin of :meth:`aresume`."""

@@ -22,11 +22,11 @@ mistaken for an envelope. Anything else raises :class:`~tether.errors.Serializat
 the path of the value, e.g. ``state["order"]["when"]``; so does an enum, dataclass or pydantic
 model whose class the decoder could not find by ``module:qualname`` (defined inside a function,
 or not what its module holds under that name): an encoded value is always one the decoder
-reads back (docs/design.md, "Stored values").
+reads back (docs/design.md §7).
 
 Decoding never imports code: an envelope naming a class resolves it only from modules already
 imported in this process, and only to an Enum, dataclass or pydantic model. There is no pickle
-or eval anywhere (DESIGN section 7).
+or eval anywhere (docs/design.md §7).
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ async def arun_node(
 ) -> NodeRun:
     """Run one chain node (sync or ``async def``) outside any run, as a run would call it.
 
-    The node is answered the way a run resumed once per answer answers it (docs/design.md,
-    "Interrupts and the claim"): it runs from its top; the first question it pauses on gets
+    The node is answered the way a run resumed once per answer answers it (docs/design.md
+    §5): it runs from its top; the first question it pauses on gets
     ``answers[0]``, bound to that question's identity (its reason, ``key=`` and occurrence);
     it runs again from its top holding that answer, the next question it pauses on gets
     ``answers[1]``, and so on. A question with no answer left ends it as a pause. Each

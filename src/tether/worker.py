@@ -1,5 +1,5 @@
 """Workers: processes that continue crashed runs, start queued runs and pick up approvals
-(DESIGN section 10; ``docs/workers.md``).
+(docs/design.md §10; ``docs/workers.md``).
 
 Run as many workers as you like against one Postgres database (or, on one machine, one SQLite
 file). Each worker loops:

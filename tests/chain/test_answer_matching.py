@@ -1,5 +1,5 @@
 """Answers are bound to the question they answer, not to the position of an ``interrupt()``
-call (docs/design.md, "Interrupts and the claim"), on both backends.
+call (docs/design.md §5), on both backends.
 
 A re-executed node that reaches another question first pauses on it; the answers it holds stay
 bound to their own questions through further pauses, crashes, fresh processes and forks.

@@ -1,4 +1,4 @@
-"""Every row of the resume table (DESIGN section 4), routing, cycles, interrupts and fork, on
+"""Every row of the resume table (docs/design.md §4), routing, cycles, interrupts and fork, on
 every backend."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A row read from the database must not be able to run code (DESIGN section 7).
+"""A row read from the database must not be able to run code (docs/design.md §7).
 
 The source scan parses every module of ``src/`` with ``ast`` (strings and comments do not
 count): no ``pickle``/``marshal``/``shelve``-family module is imported, no ``eval``/``exec``/

@@ -10,16 +10,16 @@ import zstandard
 
 from tether import Checkpoint, serde
 from tether.errors import CorruptRecordError
-from tether.store import _codec
+from tether.store import _compression, _delta, _heads, _node_input
 from tether.store.base import RunRecord
 
 
-def _head(seq: int) -> _codec.Head:
-    return _codec.Head(seq, 1, {"k": b"1"}, seq - 1, 0)
+def _head(seq: int) -> _delta.Head:
+    return _delta.Head(seq, 1, {"k": b"1"}, seq - 1, 0)
 
 
 def test_head_cache_never_moves_back():
-    cache = _codec.HeadCache()
+    cache = _heads.HeadCache()
     cache.set("run", _head(4))
     cache.set("run", _head(3))  # a reader that loaded an older row, late
     assert cache.get("run").seq == 4
@@ -29,33 +29,33 @@ def test_head_cache_never_moves_back():
 
 
 def test_append_is_found_by_bytes_and_replayed():
-    keys1 = _codec.encode_keys({"log": ["a"], "n": 1})
-    kind, payload, head = _codec.encode_state(None, keys1)
+    keys1 = _delta.encode_keys({"log": ["a"], "n": 1})
+    kind, payload, head = _delta.encode_state(None, keys1)
     assert kind == "full"
-    keys2 = _codec.encode_keys({"log": ["a", "b"], "n": 1})
-    kind2, payload2, _head2 = _codec.encode_state(head, keys2)
+    keys2 = _delta.encode_keys({"log": ["a", "b"], "n": 1})
+    kind2, payload2, _head2 = _delta.encode_state(head, keys2)
     assert kind2 == "delta" and payload2 == b'{"a":{"log":["b"]}}'
-    raw = _codec.replay_state([(1, kind, payload), (2, kind2, payload2)])
+    raw = _delta.replay_state([(1, kind, payload), (2, kind2, payload2)])
     assert raw == {"log": ["a", "b"], "n": 1}
 
 
 def test_deleted_and_replaced_keys():
-    _, p1, h1 = _codec.encode_state(None, _codec.encode_keys({"a": [1, 2], "b": 1}))
-    _, p2, _ = _codec.encode_state(h1, _codec.encode_keys({"a": [2]}))
-    assert _codec.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
+    _, p1, h1 = _delta.encode_state(None, _delta.encode_keys({"a": [1, 2], "b": 1}))
+    _, p2, _ = _delta.encode_state(h1, _delta.encode_keys({"a": [2]}))
+    assert _delta.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
 
 
 def test_encode_next_appends_only_the_new_tail_of_a_grown_list():
     log = ["a" * 10]
-    _, _, h1 = _codec.encode_next(None, {"log": log, "n": 1})
+    _, _, h1 = _delta.encode_next(None, {"log": log, "n": 1})
     grown = [*log, "b"]
-    kind, payload, h2 = _codec.encode_next(h1, {"log": grown, "n": 1})
+    kind, payload, h2 = _delta.encode_next(h1, {"log": grown, "n": 1})
     assert kind == "delta" and payload == b'{"a":{"log":["b"]}}'
     # in-place mutation of an earlier item is still caught (identity differs -> full compare)
     changed = ["z", "b"]
-    _, payload3, _h3 = _codec.encode_next(h2, {"log": changed, "n": 1})
+    _, payload3, _h3 = _delta.encode_next(h2, {"log": changed, "n": 1})
     assert payload3 == b'{"s":{"log":["z","b"]}}'
-    raw = _codec.replay_state(
+    raw = _delta.replay_state(
         [
             (1, "full", b'{"log":["aaaaaaaaaa"],"n":1}'),
             (2, "delta", payload),
@@ -72,21 +72,21 @@ def test_chunked_lists_join_back_to_the_same_bytes_on_a_full_snapshot():
     head, log = None, []
     for i in range(200):
         log = [*log, items[i]]
-        kind, payload, head = _codec.encode_next(head, {"log": log}, force_full=(i == 150))
+        kind, payload, head = _delta.encode_next(head, {"log": log}, force_full=(i == 150))
         if i == 150:
             assert kind == "full" and orjson.loads(payload) == {"log": items[:151]}
-    assert isinstance(head.keys["log"], _codec.Chunks)
+    assert isinstance(head.keys["log"], _delta.Chunks)
     assert head.keys["log"].join() == orjson.dumps(items)
 
 
 def test_chunks_join_once_they_reach_their_bound_and_skip_empty_arrays():
-    items = [f"item-{i}" for i in range(_codec.Chunks.MAX_PARTS + 40)]
-    value = _codec.Chunks([b"[]"])
+    items = [f"item-{i}" for i in range(_delta.Chunks.MAX_PARTS + 40)]
+    value = _delta.Chunks([b"[]"])
     grown = [value]
     for item in items:
         value = value.grow(orjson.dumps([item]))
         grown.append(value)
-        assert len(value.parts) <= _codec.Chunks.MAX_PARTS
+        assert len(value.parts) <= _delta.Chunks.MAX_PARTS
     assert value.join() == orjson.dumps(items)
     assert grown[10].join() == orjson.dumps(items[:10])  # earlier values are left as they were
     assert value.grow(b"[]").join() == orjson.dumps(items)
@@ -94,9 +94,9 @@ def test_chunks_join_once_they_reach_their_bound_and_skip_empty_arrays():
 
 def test_mutable_items_never_take_the_identity_shortcut():
     row = {"x": 1}
-    _, _, h1 = _codec.encode_next(None, {"rows": [row]})
+    _, _, h1 = _delta.encode_next(None, {"rows": [row]})
     row["x"] = 2  # mutated in place: same object, different content
-    _kind, payload, _ = _codec.encode_next(h1, {"rows": [row, {"y": 3}]})
+    _kind, payload, _ = _delta.encode_next(h1, {"rows": [row, {"y": 3}]})
     assert payload == b'{"s":{"rows":[{"x":2},{"y":3}]}}'
 
 
@@ -104,13 +104,13 @@ def test_frozen_dicts_take_the_identity_shortcut_and_read_back_as_dicts():
     from tether.serde import FrozenDict
 
     m1, m2 = FrozenDict(role="user", content="hi"), FrozenDict(role="assistant", content="yo")
-    _, _, h1 = _codec.encode_next(None, {"messages": [m1]})
-    kind, payload, _ = _codec.encode_next(h1, {"messages": [m1, m2]})
+    _, _, h1 = _delta.encode_next(None, {"messages": [m1]})
+    kind, payload, _ = _delta.encode_next(h1, {"messages": [m1, m2]})
     assert payload == b'{"a":{"messages":[{"role":"assistant","content":"yo"}]}}'
-    raw = _codec.replay_state(
+    raw = _delta.replay_state(
         [(1, "full", b'{"messages":[{"role":"user","content":"hi"}]}'), (2, kind, payload)]
     )
-    state = _codec.decode_state(raw)
+    state = _delta.decode_state(raw)
     assert state == {"messages": [dict(m1), dict(m2)]}
     assert type(state["messages"][0]) is dict
 
@@ -135,14 +135,14 @@ def test_node_input_value_held_by_the_state_is_stored_once_as_a_reference():
     messages = [_assistant(0), serde.FrozenDict({"role": "tool", "content": "x"}), _assistant(1)]
     state = {"messages": messages, "turn": 1}
     node_input = _tool_input(messages[-1])
-    stored = _codec.dump_node_input(node_input, state)
+    stored = _node_input.dump_node_input(node_input, state)
     assert stored is not None and len(stored) < 150 and ARGS_TEXT.encode() not in stored
     assert orjson.loads(stored)["arguments"] == {
         "__tether__": "ref",
         "v": ["messages", 2, "tool_calls", 0, "arguments"],
     }
-    decoded = _codec.decode_state(orjson.loads(_codec.encode_next(None, state)[1]))
-    back = _codec.load_node_input(stored, decoded, ("cp-1", "run-1", 3, "turn:1/tool:note"))
+    decoded = _delta.decode_state(orjson.loads(_delta.encode_next(None, state)[1]))
+    back = _node_input.load_node_input(stored, decoded, ("cp-1", "run-1", 3, "turn:1/tool:note"))
     assert back == node_input
     # the value read back is the reader's own: changing it leaves the state as stored
     back["arguments"]["text"] = "changed"
@@ -156,24 +156,26 @@ def test_no_reference_for_a_value_the_state_does_not_hold_by_identity():
         **_tool_input(messages[0]),
         "arguments": dict(messages[0]["tool_calls"][0]["arguments"]),
     }
-    assert _codec.dump_node_input(equal_copy, state) == serde.dumps(equal_copy)
+    assert _node_input.dump_node_input(equal_copy, state) == serde.dumps(equal_copy)
     # held, but far behind the newest items of the list: not searched, stored in full
-    old = [_assistant(i) for i in range(_codec.REF_SCAN_ITEMS + 1)]
+    old = [_assistant(i) for i in range(_node_input.REF_SCAN_ITEMS + 1)]
     early = _tool_input(old[0])
-    assert _codec.dump_node_input(early, {"messages": old}) == serde.dumps(early)
+    assert _node_input.dump_node_input(early, {"messages": old}) == serde.dumps(early)
     # a small value whose reference would be longer than itself stays inline
     small = {"a": 1}
     tiny = {"arguments": small}
-    assert _codec.dump_node_input(tiny, {"messages": [{"arguments": small}]}) == serde.dumps(tiny)
+    assert _node_input.dump_node_input(tiny, {"messages": [{"arguments": small}]}) == serde.dumps(
+        tiny
+    )
 
 
 def test_a_user_value_shaped_like_a_reference_reads_back_as_data():
     lookalike = {"__tether__": "ref", "v": ["messages", 0]}
     state = {"messages": [{"role": "user", "content": "hi"}]}
     node_input = {"arguments": lookalike, "name": "x"}
-    stored = _codec.dump_node_input(node_input, state)
+    stored = _node_input.dump_node_input(node_input, state)
     row = ("cp-1", "run-1", 1, "n")
-    assert _codec.load_node_input(stored, state, row) == node_input
+    assert _node_input.load_node_input(stored, state, row) == node_input
 
 
 def _raw_sql(store, sql: str, params: tuple = ()) -> list[tuple]:
@@ -265,26 +267,26 @@ _PROSE = (
 
 def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_tenth():
     payload = orjson.dumps({"notes": _PROSE * 8})
-    packed = _codec.compress_state(payload, 512)
-    assert packed[:1] == _codec.ZSTD_MARK and len(packed) * 2 < len(payload)
-    assert _codec.apply_row({}, "full", packed) == orjson.loads(payload)
+    packed = _compression.compress_state(payload, 512)
+    assert packed[:1] == _compression.ZSTD_MARK and len(packed) * 2 < len(payload)
+    assert _delta.apply_row({}, "full", packed) == orjson.loads(payload)
     short = payload[:511]
-    assert _codec.compress_state(short, 512) is short  # under the threshold
-    assert _codec.compress_state(payload, None) is payload  # compression off
+    assert _compression.compress_state(short, 512) is short  # under the threshold
+    assert _compression.compress_state(payload, None) is payload  # compression off
     noise = b"{" + random.Random(7).randbytes(700)  # deflate cannot shrink it by a tenth
-    assert _codec.compress_state(noise, 512) is noise
+    assert _compression.compress_state(noise, 512) is noise
 
 
 def test_a_delta_payload_is_compressed_and_applies_like_the_plain_one():
-    keys = _codec.encode_keys({"log": [_PROSE * 3]})
-    _, full, head = _codec.encode_state(None, keys)
-    grown = _codec.encode_keys({"log": [_PROSE * 3, _PROSE * 5]})
-    kind, delta, _ = _codec.encode_state(head, grown)
+    keys = _delta.encode_keys({"log": [_PROSE * 3]})
+    _, full, head = _delta.encode_state(None, keys)
+    grown = _delta.encode_keys({"log": [_PROSE * 3, _PROSE * 5]})
+    kind, delta, _ = _delta.encode_state(head, grown)
     assert kind == "delta"
-    packed = _codec.compress_state(delta, 512)
-    assert packed[:1] == _codec.ZSTD_MARK
-    start = _codec.apply_row({}, "full", full)
-    assert _codec.apply_row(start, "delta", packed) == _codec.apply_row(start, "delta", delta)
+    packed = _compression.compress_state(delta, 512)
+    assert packed[:1] == _compression.ZSTD_MARK
+    start = _delta.apply_row({}, "full", full)
+    assert _delta.apply_row(start, "delta", packed) == _delta.apply_row(start, "delta", delta)
 
 
 _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}')
@@ -302,13 +304,13 @@ _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}
 )
 def test_a_payload_that_claims_zstandard_and_is_not_is_a_corrupt_record(payload):
     with pytest.raises(CorruptRecordError, match="Zstandard"):
-        _codec.apply_row({}, "full", payload)
+        _delta.apply_row({}, "full", payload)
 
 
 def test_compressed_json_that_is_not_an_object_is_a_corrupt_record():
     frame = zstandard.ZstdCompressor().compress(b"[" + b"1, 2, 3, " * 100 + b"4]")
     with pytest.raises(CorruptRecordError, match="not a JSON object"):
-        _codec.apply_row({}, "full", frame)
+        _delta.apply_row({}, "full", frame)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "512"])

@@ -1,5 +1,5 @@
 """32 processes race to resume one paused run, 50 times over, on Postgres: exactly one wins
-each time and the rest get ``AlreadyResumed`` (DESIGN section 5)."""
+each time and the rest get ``AlreadyResumed`` (docs/design.md §5)."""
 
 from __future__ import annotations
 

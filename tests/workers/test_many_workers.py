@@ -1,5 +1,5 @@
 """Many ``tether worker`` processes on one Postgres database, killed, frozen and racing
-(``docs/workers.md``; DESIGN section 10)."""
+(``docs/workers.md``; docs/design.md §10)."""
 
 from __future__ import annotations
 

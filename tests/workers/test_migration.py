@@ -1,4 +1,4 @@
-"""Schema migrations carry older databases forward and keep their runs (DESIGN section 7:
+"""Schema migrations carry older databases forward and keep their runs (docs/design.md §7:
 migrations run forward only): version 2 added run leases and the queue, version 3 dropped the
 primary key on ``checkpoint_id``."""
 
@@ -210,7 +210,7 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
 
     store = _open_at(kind, where, monkeypatch, None)
     try:
-        assert store.schema_version() == 4
+        assert store.schema_version() == SCHEMA_VERSION
         assert [cp.state_snapshot for cp in store.list(first)] == [
             cp.state_snapshot for cp in before
         ]
@@ -224,4 +224,4 @@ def test_version_4_keeps_version_3_rows_and_a_version_3_tether_refuses_its_compr
     assert "runs_queue_idx" in _indexes(kind, where, "runs")
     with pytest.raises(tether.errors.SchemaVersionError) as refused:
         _open_at(kind, where, monkeypatch, 3)
-    assert refused.value.found == 4 and refused.value.supported == 3
+    assert refused.value.found == SCHEMA_VERSION and refused.value.supported == 3

@@ -1,5 +1,5 @@
 """Where an agent's drive starts: a new run, a resume by the latest row's ``node_id``, a fork
-(DESIGN sections 4 and 9). The loop itself is :mod:`tether.agent._executor`."""
+(docs/design.md §4, §9). The loop itself is :mod:`tether.agent._executor`."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def cursor_at(
     state: dict[str, Any],
     answers: list[Answer] | None = None,
 ) -> Cursor:
-    """The cursor that re-enters an agent row (DESIGN section 4, agents).
+    """The cursor that re-enters an agent row (docs/design.md §4, agents).
 
     ``turn:N`` re-asks the model with the saved history; ``turn:N/tool:X`` re-invokes that tool
     with its saved arguments without calling the model, then dispatches the calls of the turn

@@ -1,5 +1,5 @@
 """The agent executor: the tool loop, a checkpoint before every model call and every tool,
-and the pause (DESIGN sections 2-4, 8). Where a drive starts — a new run, a resume, a fork — is
+and the pause (docs/design.md §2-4, §8). Where a drive starts — a new run, a resume, a fork — is
 decided in :mod:`tether.agent._entry`.
 
 Rows an agent writes, all under ``agent_path = <parent>/agent:<name>``:
@@ -67,7 +67,7 @@ class Cursor:
         reinvoke_first: the first call's pre-tool row exists already (resume): run it without
             writing another.
         skip_siblings: answer every call after the first with :data:`DID_NOT_RUN` (resume of
-            an interrupted tool, DESIGN section 4 "Several tools in one turn").
+            an interrupted tool, docs/design.md §4 "Several tools in one turn").
         answers: the answers in scope for the first call's ``interrupt()`` calls.
         claim_owner: the claim on a pending interrupt this drive holds, released by its next
             write.
@@ -312,7 +312,7 @@ class _Loop:
 
     async def _boundary(self, reask: int) -> None:
         """The turn row one past the loop's last turn, written before a failure after the
-        loop, so resume re-asks the model instead of re-running a tool (DESIGN section 4)."""
+        loop, so resume re-asks the model instead of re-running a tool (docs/design.md §4)."""
         self.node_id = f"turn:{self.turn}"
         await self._put_turn({"reask": reask, "after_failure": True})
 

@@ -1,4 +1,4 @@
-"""How runners nest inside one run (DESIGN section 8): outer frames, the re-entry handed down
+"""How runners nest inside one run (docs/design.md §8): outer frames, the re-entry handed down
 level by level, and the signal a nested pause travels up by.
 
 **Outer frames.** A composite runner (a chain node that is a runner, a swarm, a supervisor)
@@ -218,7 +218,7 @@ def check_reentry(
     runner: Any, reentry: ReEntry, execution_id: str, parent: str | None = None
 ) -> None:
     """Refuse a re-entry into a step this code no longer has, before an answer is claimed or
-    anything is written (docs/design.md, "Interrupts and the claim").
+    anything is written (docs/design.md §5).
 
     Walks the row's frames down the topology: each chain node, swarm agent and supervisor
     worker they name must still exist, the agent that wrote the row must sit at the row's

@@ -1,5 +1,5 @@
 """The verbs every composite runner (``Swarm``, ``Supervisor``) shares: ``arun``/``run``,
-``aresume``/``resume``, ``afork``/``fork`` (DESIGN sections 1, 4, 9)."""
+``aresume``/``resume``, ``afork``/``fork`` (docs/design.md §1, §4, §9)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ class CompositeVerbs:
                 an answer and the pending interrupt lies outside it.
             ConfigurationError: the run continues in an agent, worker or tool this code no
                 longer has (renamed or removed); nothing was claimed and the interrupt stays
-                pending (docs/design.md, "Interrupts and the claim").
+                pending (docs/design.md §5).
         """
         return await _compose.resume(self, execution_id, resume_value, agent_path)
 

@@ -1,5 +1,5 @@
 """``Agent``: a durable LLM tool loop — the model asks for tools, the tools run, repeat — that
-checkpoints before every model call and every tool (DESIGN sections 1-4, 8, 9)."""
+checkpoints before every model call and every tool (docs/design.md §1-4, §8, §9)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class Agent:
         *,
         agent_path: str | None = None,
     ) -> AgentResult:
-        """Continue a run from its latest resumable row (DESIGN section 4).
+        """Continue a run from its latest resumable row (docs/design.md §4).
 
         A ``turn:N`` row re-asks the model with the saved history; a ``turn:N/tool:X`` row
         re-invokes that tool with its saved arguments (no model call) and then the turn's later
@@ -173,7 +173,7 @@ class Agent:
                 an answer and the pending interrupt lies outside it.
             ConfigurationError: the run is paused in a tool this agent no longer has (renamed
                 or removed); nothing was claimed and the interrupt stays pending
-                (docs/design.md, "Interrupts and the claim").
+                (docs/design.md §5).
         """
         from ._entry import resume
 

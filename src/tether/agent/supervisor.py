@@ -1,5 +1,5 @@
 """``Supervisor`` and ``Worker``: a supervising agent that delegates tasks to worker agents
-(DESIGN sections 1, 3, 8).
+(docs/design.md §1, §3, §8).
 
 The supervisor is itself a tool loop (an :class:`~tether.agent.Agent` under the hood) whose
 tools are ``delegate_to_<role>(task)``, one per worker; a delegation runs the worker inside the

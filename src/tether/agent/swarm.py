@@ -1,4 +1,4 @@
-"""``Swarm``: agents that hand one conversation to each other (DESIGN sections 1, 3, 8).
+"""``Swarm``: agents that hand one conversation to each other (docs/design.md §1, §3, §8).
 
 Each agent of a swarm is offered a generated tool per agent it may hand off to,
 ``transfer_to_<agent>``; calling it ends that agent's turn and the named agent takes the

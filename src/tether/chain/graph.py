@@ -1,5 +1,5 @@
 """``Chain``: a directed graph of nodes over a dict state, with conditional edges and bounded
-cycles, that checkpoints after every node (DESIGN sections 1, 3, 4, 9)."""
+cycles, that checkpoints after every node (docs/design.md §1, §3, §4, §9)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class Chain:
     Routing: a chain with no edges at all is a sequence and runs its nodes in the order they
     were added. Once it has an edge, only edges route, and every node must be reachable from
     the entry along them (whatever their conditions): ``run``, ``resume`` and ``fork`` refuse
-    a chain with a node no edge leads to, naming it (DESIGN section 3).
+    a chain with a node no edge leads to, naming it (docs/design.md §4).
 
     Args:
         name: the runner's name, recorded on each run; resume and fork refuse runs of another
@@ -144,7 +144,7 @@ class Chain:
                 ``Agent``, ``Swarm`` or ``Supervisor``: it runs inside this chain's run, its
                 rows nest under its ``agent_path`` and each carries the chain's frame (the
                 node and the state it started from), so a crash or pause inside it resumes
-                there and the chain then goes on to the next node (DESIGN section 8).
+                there and the chain then goes on to the next node (docs/design.md §8).
             input_key: for a runner node: the state key holding its input (a ``str`` or a
                 list of messages), or a function ``state -> input``.
             output_key: for a runner node: the state key its output goes to (default: the
@@ -315,7 +315,7 @@ class Chain:
         *,
         agent_path: str | None = None,
     ) -> ChainResult:
-        """Continue a run from its latest resumable checkpoint (the table in DESIGN section 4).
+        """Continue a run from its latest resumable checkpoint (the table in docs/design.md §4).
 
         A row written inside a runner node (an agent that paused, a swarm that crashed)
         re-enters that runner at the row; when it finishes, the chain goes on to the node its
@@ -337,7 +337,7 @@ class Chain:
                 ``Resume`` was given where nothing is pending.
             ConfigurationError: the run continues at a node, or inside an agent, tool, swarm
                 agent or supervisor worker, that this code no longer has; nothing was claimed
-                (docs/design.md, "Interrupts and the claim").
+                (docs/design.md §5).
             UnreachableNodesError: as for :meth:`arun` (nothing claimed or written).
         """
         self.check_routing()

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
+from ._langgraph_sql import POSTGRES_MIGRATION_V5
 from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -86,6 +87,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     # runs_status_idx goes: runs_queue_idx leads with status too and serves the same lookups,
     # while (status, updated_at) changed on every lease take, heartbeat and status write.
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
+    # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+    5: POSTGRES_MIGRATION_V5,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.

@@ -33,6 +33,7 @@ from ..checkpoint import Checkpoint
 from ..errors import ConfigurationError, SerializationError, TetherError
 from . import _codec
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
+from ._langgraph_sql import SQLITE_MIGRATION_V5
 from ._leases import Fences, creation_lease_seconds
 from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
 from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
@@ -41,7 +42,7 @@ from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus, SyncAsync
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -127,6 +128,8 @@ MIGRATIONS[3] = (
 # runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
 # changed on every lease take, heartbeat and status write.
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
+# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+MIGRATIONS[5] = SQLITE_MIGRATION_V5
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 _RUN_KEY: Final = "runs.execution_id"

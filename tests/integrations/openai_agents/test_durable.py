@@ -79,6 +79,7 @@ def test_a_needs_approval_tool_pauses_as_a_tether_interrupt_and_runs_once_when_a
         },
         "node_id": "turn:1/tool:refund",
         "agent_path": "openai_agents:support/agent:billing/tool:refund",
+        "checkpoint_id": paused.pending_interrupt["checkpoint_id"],
     }
     pending = store.get_pending_interrupt(paused.execution_id)
     assert pending is not None and pending.reason == APPROVAL_REASON

@@ -206,15 +206,15 @@ class _JournaledInvoker:
         inside = Scope(f"{key}/", f"{node_id}/", path)
         with (
             journal_scope(journal, inside),
-            interrupt_scope(answers),
+            interrupt_scope(answers) as questions,
             _trace.tool_call(journal.execution_id, node_id, name),
         ):
             try:
                 output = await self._inner(ctx, input)
             except InterruptSignal as sig:
                 journal.paused_at = PausedAt(
-                    key, node_id, path, name, call_id, input, answers[: sig.index],
-                    sig.reason, sig.context, sig.index,
+                    key, node_id, path, name, call_id, input, questions.paused_input(sig),
+                    sig.reason, sig.context,
                 )  # fmt: skip
                 raise
         await journal.record(

@@ -1,5 +1,5 @@
 """What the journal stores of a model response and of a tool's output, and how each comes back
-as the very type the OpenAI Agents SDK handed over (DESIGN section 7: JSON only, no pickle)."""
+as the very type the OpenAI Agents SDK handed over (docs/design.md §7: JSON only, no pickle)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Where a durable run's drive starts (a new run, a resume, a fork) and the drive itself
-(DESIGN sections 4, 5 and 9).
+(docs/design.md §4, §5, §9).
 
 A drive runs the agent from the run's input with :class:`agents.Runner`, every model call and
 tool call journaled (:mod:`._journal`), so a resumed or forked run replays what is recorded and
@@ -27,7 +27,7 @@ from ...errors import (
     SerializationError,
     StoreError,
 )
-from ...interrupt import Resume, check_resume_value
+from ...interrupt import Resume, answers_with, check_resume_value
 from ...store.base import RunRecord
 from ._calls import _arguments
 from ._journal import Journal, Scope, journal_scope, segment
@@ -137,9 +137,8 @@ async def fork(
     journal = Journal.from_state(store, eid, runner.segment, src.state_snapshot)
     if value is not None:
         node_input = source["node_input"]
-        earlier = [Resume.from_dict(a) for a in node_input.get("answers", ())]
         # In the branch's first row, so a branch that dies at once keeps its answer.
-        journal.add_answers(node_input["key"], [*earlier, value])
+        journal.add_answers(node_input["key"], answers_with(node_input, value))
     await journal.put(
         Checkpoint(
             execution_id=eid,
@@ -198,7 +197,7 @@ async def _run(runner: TetherAgent, journal: Journal, first: Start) -> TetherRun
             answers = journal.answers(key)
             if not answers:
                 return await _pause_for_approval(journal, item, key, n, result)
-            answer = answers[-1]
+            answer = answers[-1].value
             if answer.approved:
                 state.approve(item)
             else:
@@ -319,8 +318,7 @@ async def _pause_in_tool(journal: Journal, sig: InterruptSignal) -> TetherRunRes
                 "call_id": at.call_id,
                 "kind": "interrupt",
                 "arguments": _arguments(at.arguments),
-                "answers": [a.to_dict() for a in at.earlier],
-                "interrupt_index": at.index,
+                **at.recorded,
             },
             interrupt_reason=at.reason,
             interrupt_context=context,

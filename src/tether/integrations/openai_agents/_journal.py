@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...checkpoint import Checkpoint
 from ...errors import StoreError
-from ...interrupt import Resume
+from ...interrupt import Answer
 from ...serde import FrozenDict
 
 if TYPE_CHECKING:
@@ -84,10 +84,9 @@ class PausedAt:
     tool: str
     call_id: str
     arguments: str
-    earlier: list[Resume]
+    recorded: dict[str, Any]
     reason: str
     context: Any
-    index: int
 
 
 @dataclass(slots=True)
@@ -153,12 +152,13 @@ class Journal:
         """How many model calls ``scope`` has made so far (replayed ones included)."""
         return self._counters.get(scope.key, 0)
 
-    def answers(self, key: str) -> list[Resume]:
-        """The answers recorded for an approval or a tool's interrupts, in order."""
+    def answers(self, key: str) -> list[Answer]:
+        """The answers recorded for an approval or a tool's interrupts, in order, each bound
+        to the question it answers (``None`` for an approval, answered by position)."""
         entry = self._index.get(f"answers:{key}")
-        return [] if entry is None else [Resume.from_dict(a) for a in entry["answers"]]
+        return [] if entry is None else [Answer.from_dict(a) for a in entry["answers"]]
 
-    def add_answers(self, key: str, answers: list[Resume]) -> None:
+    def add_answers(self, key: str, answers: list[Answer]) -> None:
         """Record answers (a claim's, a fork's); the next row commits them."""
         self._add(FrozenDict({"k": f"answers:{key}", "answers": [a.to_dict() for a in answers]}))
 

@@ -150,7 +150,7 @@ class TetherAgent:
     async def aresume(
         self, execution_id: str, resume_value: Resume | None = None
     ) -> TetherRunResult:
-        """Continue a run: replay its journal and go on live (DESIGN section 4).
+        """Continue a run: replay its journal and go on live (docs/design.md §4).
 
         Args:
             execution_id: the run.
@@ -181,7 +181,7 @@ class TetherAgent:
         state_updates: dict[str, Any] | None = None,
     ) -> TetherRunResult:
         """Branch a new run from a row of a run and drive it; the original is untouched
-        (DESIGN section 9). The branch replays the journal up to that row and goes on live.
+        (docs/design.md §9). The branch replays the journal up to that row and goes on live.
 
         Args:
             execution_id: the run to branch from (finished, failed, paused or running).

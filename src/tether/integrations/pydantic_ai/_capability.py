@@ -198,7 +198,7 @@ class JournalCapability(AbstractCapability[Any]):
         turn = journal.turn
         node_id = tool_node(turn, name)
         with (
-            interrupt_scope(journal.answers_for(key)),
+            interrupt_scope(journal.answers_for(key)) as questions,
             _trace.tool_call(journal.execution_id, node_id, name),
         ):
             try:
@@ -209,6 +209,7 @@ class JournalCapability(AbstractCapability[Any]):
                 # tool runs again from its top with the answer (nothing of it is journaled).
                 mark = {"key": key, "reason": sig.reason, "index": sig.index}
                 mark["context"] = sig.context
+                mark["recorded"] = questions.paused_input(sig)
                 raise CallDeferred({INTERRUPT_MARK: mark}) from None
             except _codec.CONTROL_FLOW as signal:
                 await self._record_tool(key, turn, call, _codec.outcome_of_signal(signal, name))
@@ -249,6 +250,7 @@ class JournalCapability(AbstractCapability[Any]):
                         node_id,
                         call.tool_name,
                         call.tool_call_id,
+                        mark.get("recorded"),
                     )
                 )
             key = f"ask:{turn}:{call.tool_call_id}"
@@ -258,5 +260,5 @@ class JournalCapability(AbstractCapability[Any]):
                 raise QuestionSignal(
                     Question(key, 0, reason, context, node_id, call.tool_name, call.tool_call_id)
                 )
-            resolve(results, call, reason, answers[0])
+            resolve(results, call, reason, answers[0].value)
         return results

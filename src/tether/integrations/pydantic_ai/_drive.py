@@ -31,7 +31,13 @@ from ..._context import RunContext, agent_path_scope, run_scope
 from ..._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
 from ...checkpoint import Checkpoint
 from ...errors import AlreadyResumed, CorruptRecordError, InterruptSignal, StoreError
-from ...interrupt import Resume, check_resume_value, interrupt_scope
+from ...interrupt import (
+    Answer,
+    InterruptScope,
+    answers_with,
+    check_resume_value,
+    interrupt_scope,
+)
 from ...store.base import Checkpointer, RunRecord
 from ._capability import JournalCapability
 from ._input import RunInput
@@ -149,8 +155,9 @@ class _Drive:
             async with claim_heartbeat(
                 self.store, self.eid, self.owner, runner.claim_lease_seconds
             ):
+                questions: InterruptScope | None = None
                 try:
-                    with interrupt_scope(self.journal.answers_for(RUN_QUESTIONS)):
+                    with interrupt_scope(self.journal.answers_for(RUN_QUESTIONS)) as questions:
                         result = await runner.wrapped.run(
                             **run_input.run_kwargs(),
                             deps=options.deps,
@@ -164,21 +171,28 @@ class _Drive:
                         leaf, StoreError
                     ):
                         raise
-                    return await self._ended_by(leaf)
+                    return await self._ended_by(leaf, questions)
                 except StoreError:
                     raise
                 except (Exception, InterruptSignal) as exc:
-                    return await self._ended_by(exc)
+                    return await self._ended_by(exc, questions)
                 return await self._complete(result)
 
-    async def _ended_by(self, exc: BaseException) -> TetherRunResult[Any]:
+    async def _ended_by(
+        self, exc: BaseException, questions: InterruptScope | None
+    ) -> TetherRunResult[Any]:
         if isinstance(exc, QuestionSignal):
             return await self._pause(exc.question)
-        if isinstance(exc, InterruptSignal):
+        if isinstance(exc, InterruptSignal) and questions is not None:
             # interrupt() outside any tool: answered by position over the whole drive.
             turn = self.journal.turn
             question = Question(
-                RUN_QUESTIONS, exc.index, exc.reason, exc.context, model_node(max(turn, 0))
+                RUN_QUESTIONS,
+                exc.index,
+                exc.reason,
+                exc.context,
+                model_node(max(turn, 0)),
+                recorded=questions.paused_input(exc),
             )
             return await self._pause(question)
         assert isinstance(exc, Exception)
@@ -187,7 +201,10 @@ class _Drive:
     async def _pause(self, q: Question) -> TetherRunResult[Any]:
         # Frozen as JSON now: what the human approves is never recomputed.
         context = serde.from_jsonable(serde.loads(serde.dumps(q.context, "interrupt context")))
-        earlier = self.journal.answers.get(q.key, [])[: q.index]
+        recorded = q.recorded
+        if recorded is None:
+            earlier = self.journal.answers.get(q.key, [])[: q.index]
+            recorded = {"answers": list(earlier), "interrupt_index": q.index}
         path = self.path if q.tool is None else f"{self.path}/tool:{q.tool}"
         cp = self._row(
             q.node_id,
@@ -196,8 +213,7 @@ class _Drive:
             self.journal.turn,
             node_input={
                 "question": q.key,
-                "answers": list(earlier),
-                "interrupt_index": q.index,
+                **recorded,
                 "tool_name": q.tool,
                 "tool_call_id": q.tool_call_id,
             },
@@ -260,7 +276,7 @@ def _question_key(node_input: Any, execution_id: str) -> str:
     return key
 
 
-def _answered(state: dict[str, Any], key: str, answers: list[Resume]) -> dict[str, Any]:
+def _answered(state: dict[str, Any], key: str, answers: list[Answer]) -> dict[str, Any]:
     """``state`` with ``answers`` as the answers given under ``key``."""
     given = dict(state.get(ANSWERS) or {})
     given[key] = [a.to_dict() for a in answers]
@@ -343,10 +359,9 @@ async def fork(
     state = dict(src.state_snapshot)
     if source["status"] == "interrupted" and value is not None:
         key = _question_key(source["node_input"], execution_id)
-        earlier = [Resume.from_dict(a) for a in source["node_input"].get("answers", ())]
         # Kept in the fork's first row, so a branch that dies before its next row still has
         # the answer it was given.
-        state = _answered(state, key, [*earlier, value])
+        state = _answered(state, key, answers_with(source["node_input"], value))
     elif value is not None:
         raise AlreadyResumed(
             f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "

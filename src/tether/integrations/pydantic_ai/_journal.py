@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import CorruptRecordError
-from ...interrupt import Resume
+from ...interrupt import Answer
 from ...serde import FrozenDict
 from .errors import ReplayDivergedError
 
@@ -133,9 +133,10 @@ class Journal:
         self._tool_runs[base] = runs + 1
         return f"{base}:{runs}"
 
-    def answers_for(self, key: str) -> list[Resume]:
-        """The answers given so far to the questions asked under ``key``."""
-        return [Resume.from_dict(a) for a in self.answers.get(key, ())]
+    def answers_for(self, key: str) -> list[Answer]:
+        """The answers given so far to the questions asked under ``key``, each bound to the
+        ``interrupt()`` it answers (``None`` for an approval, answered by position)."""
+        return [Answer.from_dict(a) for a in self.answers.get(key, ())]
 
     def recorded_model(self, turn: int, messages: int) -> Mapping[str, Any] | None:
         """The entry of the model request of step ``turn``, checked to be the same request.

@@ -1,6 +1,6 @@
 """Questions a pydantic-ai run pauses on, and how a tether answer resolves them.
 
-A run pauses as a tether interrupt (one pending interrupt per run, DESIGN section 5) when:
+A run pauses as a tether interrupt (one pending interrupt per run, docs/design.md §5) when:
 
 - the model calls a tool that needs approval (``requires_approval=True``, or the tool raised
   ``ApprovalRequired``): reason ``tool_approval``;
@@ -62,6 +62,9 @@ class Question:
         node_id: the pause row's ``node_id``.
         tool: the tool the question is about, if any.
         tool_call_id: that tool call's id, if any.
+        recorded: for an ``interrupt()`` call, what its pause row keeps of it
+            (``InterruptScope.paused_input``: every answer the step holds and the identity
+            of the question asked); ``None`` for an approval, answered by position.
     """
 
     key: str
@@ -71,6 +74,7 @@ class Question:
     node_id: str
     tool: str | None = None
     tool_call_id: str | None = None
+    recorded: dict[str, Any] | None = None
 
 
 class QuestionSignal(InterruptSignal):

@@ -1,0 +1,184 @@
+"""Runs the saver's plans on a tether store: its SQLite file or its Postgres pools.
+
+A plan is a generator that yields ``(query, params)`` and is sent each statement's result
+(rows, rowcount), as in :mod:`tether.store._postgres_io`: each saver operation is written once
+and driven synchronously or asynchronously. On Postgres the store's own :class:`Database`
+drives it (pools, reconnects, error translation); on SQLite this module does, inside the
+store's write transaction (``BEGIN IMMEDIATE``) or a read transaction, so a plan's reads see
+one snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+from ...errors import ConfigurationError
+from ...store import _langgraph_sql as q
+from ...store.base import Checkpointer
+from ...store.sqlite import SQLiteCheckpointer, _translate
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Rows:
+    """What one statement returned (the shape of ``_postgres_io.Result``)."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...] | None:
+        """The first row, or ``None``."""
+        return self.rows[0] if self.rows else None
+
+
+Statement: TypeAlias = tuple[Any, Sequence[Any] | None]
+Plan: TypeAlias = Generator[Statement, Any, T]
+
+
+class Backend(Protocol):
+    """How a plan reaches the store."""
+
+    @property
+    def store(self) -> Checkpointer:
+        """The tether store the plans run on."""
+
+    def q(self, template: str) -> Any:
+        """The statement ``template`` (from :mod:`tether.store._langgraph_sql`) for this store."""
+
+    def last(self, template: str, params: Sequence[Any]) -> Statement:
+        """A statement that is its plan's last (Postgres runs it alone, in autocommit)."""
+
+    def now(self) -> Any:
+        """A ``created_at`` value for this store."""
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        """``exc`` is the database refusing a duplicate key."""
+
+    def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        """Run ``plan`` (in one transaction when ``write``)."""
+
+    async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        """Async :meth:`run`."""
+
+
+class SQLiteBackend:
+    """Plans on a :class:`~tether.SQLiteCheckpointer`'s file, on the calling thread.
+
+    The async twin runs inline, as the store's own async methods do: a SQLite call is local
+    I/O of tens of microseconds, less than a thread hop.
+    """
+
+    def __init__(self, store: SQLiteCheckpointer) -> None:
+        self._store = store
+        self._rendered: dict[str, str] = {}
+
+    @property
+    def store(self) -> SQLiteCheckpointer:
+        return self._store
+
+    def q(self, template: str) -> str:
+        sql = self._rendered.get(template)
+        if sql is None:
+            sql = self._rendered[template] = q.for_sqlite(template)
+        return sql
+
+    def last(self, template: str, params: Sequence[Any]) -> Statement:
+        return self.q(template), params
+
+    def now(self) -> float:
+        return time.time()
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
+    def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        store = self._store
+        try:
+            if write:
+                with store._write() as conn:
+                    return _drive(conn, plan)
+            with store._read() as conn:
+                conn.execute("BEGIN")
+                try:
+                    return _drive(conn, plan)
+                finally:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # pragma: no cover - the context managers translate
+            raise _translate(exc, store.path) from exc
+        finally:
+            plan.close()
+
+    async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        return self.run(op, plan, write=write)
+
+
+def _drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
+    try:
+        stmt = next(plan)
+        while True:
+            try:
+                cur = conn.execute(stmt[0], stmt[1] or ())
+                result = Rows(cur.fetchall(), cur.rowcount)
+            except sqlite3.Error as exc:
+                stmt = plan.throw(exc)
+                continue
+            stmt = plan.send(result)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+class PostgresBackend:
+    """Plans on a :class:`~tether.PostgresCheckpointer`'s pools (its ``Database`` drives)."""
+
+    def __init__(self, store: Any) -> None:
+        import psycopg
+
+        from ...store import _postgres_io
+
+        self._store = store
+        self._unique = psycopg.errors.UniqueViolation
+        self._last = _postgres_io.last
+
+    @property
+    def store(self) -> Any:
+        return self._store
+
+    def q(self, template: str) -> bytes:
+        return self._store._q(template)  # type: ignore[no-any-return]
+
+    def last(self, template: str, params: Sequence[Any]) -> Statement:
+        return self._last(self.q(template), params)
+
+    def now(self) -> _dt.datetime:
+        return _dt.datetime.now(_dt.UTC)
+
+    def is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._unique)
+
+    def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        return self._store._db.run(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
+
+    async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
+        return await self._store._db.arun(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
+
+
+def backend_for(store: Checkpointer) -> Backend:
+    """The driver for ``store``.
+
+    Raises:
+        ConfigurationError: ``store`` is neither tether's SQLite nor its Postgres store.
+    """
+    if isinstance(store, SQLiteCheckpointer):
+        return SQLiteBackend(store)
+    if type(store).__name__ == "PostgresCheckpointer":
+        return PostgresBackend(store)
+    raise ConfigurationError(
+        f"TetherSaver needs tether's SQLiteCheckpointer or PostgresCheckpointer, got "
+        f"{type(store).__name__}"
+    )

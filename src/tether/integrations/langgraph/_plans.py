@@ -1,0 +1,261 @@
+"""The saver's operations, each written once as a plan (see :mod:`._backend`).
+
+Plans read and write rows; they neither encode nor decode values (that is CPU work, done by
+the saver outside the connection), except where a rewrite of stored states must happen inside
+the transaction that deletes rows (``delete_for_runs``, ``prune``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ...store import _codec
+from ...store import _langgraph_sql as q
+from ._backend import Backend, Plan
+
+COMPRESSED_SUFFIX = "+zstd"
+
+
+@dataclass(slots=True)
+class Row:
+    """A checkpoint row without its state."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    seq: int
+    base_seq: int
+    parent_checkpoint_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True)
+class Loaded:
+    """A row with the raw (JSON, envelopes closed) state it holds and its pending writes."""
+
+    row: Row
+    raw: dict[str, Any]
+    writes: list[tuple[Any, ...]]  # (task_id, channel, type, value, task_path, idx)
+
+
+def _row(thread_id: str, ns: str, r: tuple[Any, ...]) -> Row:
+    # (checkpoint_id, seq, base_seq, parent_checkpoint_id, state_kind, state, metadata)
+    return Row(thread_id, ns, r[0], int(r[1]), int(r[2]), r[3], bytes(r[6]))
+
+
+def _chain(rows: list[tuple[Any, ...]]) -> list[tuple[int, str, bytes]]:
+    return [(int(s), k, bytes(p)) for s, k, p in rows]
+
+
+def put(
+    b: Backend,
+    key: tuple[str, str],
+    checkpoint_id: str,
+    parent_id: str | None,
+    encoded: tuple[str, bytes, int, int, int | None],
+    metadata: bytes,
+    run_id: str | None,
+) -> Plan[bool]:
+    """Insert one checkpoint row; ``False`` when the thread moved on under the writer (the
+    seq is taken, or a delta's base row is gone or rewritten) and nothing was stored.
+
+    ``encoded`` is ``(state_kind, payload, seq, base_seq, prev_seq)``.
+    """
+    thread_id, ns = key
+    kind, payload, seq, base_seq, prev_seq = encoded
+    params: list[Any] = [
+        thread_id,
+        ns,
+        checkpoint_id,
+        seq,
+        base_seq,
+        parent_id,
+        kind,
+        payload,
+        metadata,
+        run_id,
+        b.now(),
+    ]
+    if kind == "delta":
+        template = q.INSERT_DELTA
+        params += [thread_id, ns, prev_seq, base_seq]
+    else:
+        template = q.INSERT_FULL
+    try:
+        result = yield b.last(template, params)
+    except Exception as exc:
+        if b.is_unique_violation(exc):
+            return False
+        raise
+    return bool(result.rowcount)
+
+
+def newest_by_seq(b: Backend, key: tuple[str, str]) -> Plan[tuple[Row, str, dict[str, Any]] | None]:
+    """The thread namespace's last written row, its kind and raw state (a writer's head)."""
+    r = (yield b.q(q.SELECT_LAST_SEQ), key).one()
+    if r is None:
+        return None
+    row = _row(*key, r)
+    chain = (yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows
+    return row, r[4], _codec.replay_state(_chain(chain), key[0])
+
+
+def get(b: Backend, key: tuple[str, str], checkpoint_id: str | None) -> Plan[Loaded | None]:
+    """One checkpoint (the newest by id when ``checkpoint_id`` is None) with its writes."""
+    if checkpoint_id is None:
+        r = (yield b.q(q.SELECT_NEWEST), key).one()
+    else:
+        r = (yield b.q(q.SELECT_BY_ID), (*key, checkpoint_id)).one()
+    if r is None:
+        return None
+    row = _row(*key, r)
+    if r[4] == "full":
+        chain = [(row.seq, "full", bytes(r[5]))]
+    else:
+        chain = _chain((yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows)
+    writes = (yield b.q(q.SELECT_WRITES), (*key, row.checkpoint_id, row.checkpoint_id)).rows
+    raw = _codec.replay_state(chain, key[0])
+    return Loaded(row, raw, [w[1:] for w in writes])
+
+
+def candidates(
+    b: Backend,
+    thread_id: str | None,
+    ns: str | None,
+    checkpoint_id: str | None,
+    before: str | None,
+) -> Plan[list[Row]]:
+    """Rows ``list()`` may return, newest id first, without states."""
+    sql = q.LIST_HEAD
+    params: list[Any] = []
+    for cond, value in (
+        (q.LIST_BY_THREAD, thread_id),
+        (q.LIST_BY_NS, ns),
+        (q.LIST_BY_ID, checkpoint_id),
+        (q.LIST_BEFORE, before),
+    ):
+        if value is not None:
+            sql += cond
+            params.append(value)
+    rows = (yield b.q(sql + q.LIST_ORDER), params).rows
+    return [Row(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5], bytes(r[6])) for r in rows]
+
+
+def load_states(b: Backend, chosen: Sequence[Row]) -> Plan[list[Loaded]]:
+    """The states and writes of ``chosen`` rows: per thread namespace, one read of the rows
+    from the oldest chosen row's full snapshot to the newest, replayed once."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in chosen:
+        groups.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
+    out: dict[tuple[str, str, str], Loaded] = {}
+    for key, rows in groups.items():
+        lo = min(r.base_seq for r in rows)
+        hi = max(r.seq for r in rows)
+        chain = _chain((yield b.q(q.SELECT_CHAIN), (*key, lo, hi)).rows)
+        wanted = {r.seq: r for r in rows}
+        ids = sorted(r.checkpoint_id for r in rows)
+        writes: dict[str, list[tuple[Any, ...]]] = {}
+        for w in (yield b.q(q.SELECT_WRITES), (*key, ids[0], ids[-1])).rows:
+            writes.setdefault(w[0], []).append(w[1:])
+        if not chain or chain[0][1] != "full":
+            _codec.replay_state(chain, key[0])  # raises: the chain is broken
+        cur: dict[str, Any] = {}
+        for seq, kind, payload in chain:
+            cur = _codec.apply_row_of(key[0], seq, cur, kind, payload)
+            hit = wanted.get(seq)
+            if hit is not None:
+                out[(*key, hit.checkpoint_id)] = Loaded(hit, cur, writes.get(hit.checkpoint_id, []))
+    return [out[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in chosen]
+
+
+def put_writes(
+    b: Backend,
+    key: tuple[str, str, str],
+    rows: Sequence[tuple[str, int, str, str, bytes, str]],
+    replace: bool,
+) -> Plan[None]:
+    """Store a task's writes ``(task_id, idx, channel, type, value, task_path)``; special
+    channels (``replace``) overwrite, others keep the first write of a ``(task, idx)``."""
+    template = b.q(q.UPSERT_WRITE if replace else q.INSERT_WRITE)
+    for task_id, idx, channel, type_, value, task_path in rows:
+        yield template, (*key, task_id, idx, channel, type_, value, task_path)
+
+
+def delete_thread(b: Backend, thread_id: str) -> Plan[None]:
+    """Every checkpoint and write of the thread, in every namespace."""
+    yield b.q(q.DELETE_THREAD_WRITES), (thread_id,)
+    yield b.q(q.DELETE_THREAD_CHECKPOINTS), (thread_id,)
+
+
+def _reencode(
+    b: Backend,
+    key: tuple[str, str],
+    states: list[tuple[int, dict[str, Any]]],
+    min_bytes: int | None,
+) -> Plan[None]:
+    """Rewrite the states of a namespace's remaining rows as a fresh chain (after rows it
+    depended on were deleted)."""
+    head: _codec.Head | None = None
+    for seq, raw in states:
+        keys: dict[str, _codec.Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
+        if head is not None:
+            head.seq = seq - 1
+        kind, payload, head = _codec.encode_state(head, keys)
+        head.seq = seq
+        if kind == "full":
+            head.base_seq = seq
+        yield (
+            b.q(q.UPDATE_STATE),
+            (kind, _codec.compress_state(payload, min_bytes), head.base_seq, *key, seq),
+        )
+
+
+def delete_for_runs(b: Backend, run_ids: Sequence[str], min_bytes: int | None) -> Plan[set[str]]:
+    """Delete the checkpoints (and their writes) that these LangGraph runs wrote; the rows left
+    in each namespace they touched are re-chained. Returns the threads touched."""
+    touched: set[str] = set()
+    for run_id in run_ids:
+        keys = [(r[0], r[1]) for r in (yield b.q(q.SELECT_THREADS_OF_RUNS), (run_id,)).rows]
+        for key in keys:
+            touched.add(key[0])
+            all_rows = (yield b.q(q.SELECT_ALL_OF_NS), key).rows
+            cur: dict[str, Any] = {}
+            kept: list[tuple[int, dict[str, Any]]] = []
+            for r in all_rows:
+                cur = _codec.apply_row_of(key[0], int(r[1]), cur, r[4], bytes(r[5]))
+                if r[7] != run_id:
+                    kept.append((int(r[1]), cur))
+                else:
+                    yield b.q(q.DELETE_CHECKPOINT_WRITES), (*key, r[0])
+                    yield b.q(q.DELETE_CHECKPOINT), (*key, r[0])
+            yield from _reencode(b, key, kept, min_bytes)
+    return touched
+
+
+def prune_keep_latest(b: Backend, thread_id: str, min_bytes: int | None) -> Plan[None]:
+    """Keep only each namespace's newest checkpoint (by id) and its writes, stored full."""
+    namespaces = [r[0] for r in (yield b.q(q.SELECT_NAMESPACES), (thread_id,)).rows]
+    for ns in namespaces:
+        key = (thread_id, ns)
+        loaded = yield from get(b, key, None)
+        if loaded is None:  # pragma: no cover - the namespace was just listed
+            continue
+        newest = loaded.row.checkpoint_id
+        payload = _codec.compress_state(orjson.dumps(loaded.raw), min_bytes)
+        yield b.q(q.UPDATE_STATE), ("full", payload, loaded.row.seq, *key, loaded.row.seq)
+        yield b.q(q.DELETE_NS_WRITES_EXCEPT), (*key, newest)
+        yield b.q(q.DELETE_NS_EXCEPT), (*key, newest)
+
+
+def copy_thread(b: Backend, source: str, target: str) -> Plan[bool]:
+    """Copy every row of ``source`` to ``target``; ``False`` (nothing copied) when
+    ``target`` already has checkpoints."""
+    if (yield b.q(q.SELECT_THREAD_EXISTS), (target,)).one() is not None:
+        return False
+    yield b.q(q.COPY_CHECKPOINTS), (target, source)
+    yield b.q(q.COPY_WRITES), (target, source)
+    return True

@@ -1,0 +1,208 @@
+"""A LangGraph checkpoint as a tether state, so it is stored as what changed since the last one.
+
+The checkpoint is flattened into top-level keys of JSON, each stored by tether's delta codec
+(``store/_codec.py``) as set, deleted or appended since the thread's previous row:
+
+========================  ==================================================================
+key                       value
+========================  ==================================================================
+``m``                     ``{"v", "ts", "u"}``: format version, timestamp, updated channels
+``V:<channel>``           the channel's version (``channel_versions``)
+``S:<node>``              the versions that node has seen (``versions_seen[node]``)
+``c:<channel>``           the channel's value as tether JSON (a list: only appended items)
+``t:<channel>``           ``{"t": type, "b": base64}``: a value only the serializer holds
+``x:<field>``             any other field of the checkpoint (``pending_sends``), as a value
+========================  ==================================================================
+
+So a step that appends a message stores the message, its channel's new version, the versions
+its node saw and the timestamp; never the history, nor the versions that did not change.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from operator import is_
+from typing import Any, Final
+
+import orjson
+
+from ... import serde as _tether_serde
+from ...errors import CorruptRecordError, SerializationError
+from ...store import _codec
+from .serde import JSON_TYPE, TetherSerializer, refuse_executable
+
+_KNOWN: Final = frozenset(
+    {"v", "id", "ts", "channel_values", "channel_versions", "versions_seen", "updated_channels"}
+)
+
+
+@dataclass(slots=True)
+class ThreadHead:
+    """What the writer remembers of a thread namespace's newest row (by ``seq``)."""
+
+    codec: _codec.Head
+    values: dict[str, Any] = field(default_factory=dict)  # channel -> object last encoded
+    versions: dict[str, Any] = field(default_factory=dict)  # channel -> its version then
+
+
+class Encoder:
+    """Encodes checkpoints for one saver (its serializer decides how values are held)."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+        self.json_first = isinstance(serde, TetherSerializer)
+
+    def _value(self, value: Any, path: str) -> tuple[str, bytes]:
+        """``(key prefix, JSON)`` for a stored value."""
+        if self.json_first:
+            try:
+                return "c:", _tether_serde.dumps(value, path)
+            except SerializationError:
+                pass
+        type_, payload = self.serde.dumps_typed(value)
+        if type_ == JSON_TYPE and self.json_first:  # pragma: no cover - handled above
+            return "c:", payload
+        return "t:", orjson.dumps({"t": type_, "b": base64.b64encode(payload).decode()})
+
+    def encode(
+        self, checkpoint: dict[str, Any], head: ThreadHead | None
+    ) -> tuple[str, bytes, ThreadHead]:
+        """``(state_kind, payload, new_head)`` for ``checkpoint`` as the row after ``head``.
+
+        Raises:
+            SerializationError: a value neither tether's JSON nor the serializer can hold.
+        """
+        prev = head.codec if head is not None and head.codec.seq > 0 else None
+        prev_keys = prev.keys if prev is not None else {}
+        prev_sources = prev.sources if prev is not None else {}
+        versions = checkpoint.get("channel_versions") or {}
+        keys: dict[str, _codec.Encoded] = {
+            "m": orjson.dumps(
+                {
+                    "v": checkpoint.get("v"),
+                    "ts": checkpoint.get("ts"),
+                    "u": checkpoint.get("updated_channels"),
+                }
+            )
+        }
+        for ch, ver in versions.items():
+            keys["V:" + ch] = orjson.dumps(ver)
+        for node, seen in (checkpoint.get("versions_seen") or {}).items():
+            keys["S:" + node] = orjson.dumps(seen)
+        hints: dict[str, bytes] = {}
+        sources: dict[str, list[Any]] = {}
+        values = checkpoint.get("channel_values") or {}
+        for ch, value in values.items():
+            reused = self._reuse(head, ch, value, versions.get(ch), prev_keys, prev_sources)
+            if reused is not None:
+                key, enc, src = reused
+                keys[key] = enc
+                if src is not None:
+                    sources[key] = src
+                continue
+            if self.json_first and type(value) is list:
+                grown = _grown(value, "c:" + ch, prev_keys, prev_sources, ch)
+                if grown is not None:
+                    keys["c:" + ch], hints["c:" + ch], sources["c:" + ch] = grown
+                    continue
+            prefix, enc_value = self._value(value, f'channel_values["{ch}"]')
+            keys[prefix + ch] = enc_value
+            if prefix == "c:" and type(value) is list and _codec._scalars_only(value):
+                sources["c:" + ch] = list(value)
+        for name, value in checkpoint.items():
+            if name not in _KNOWN:
+                prefix, enc_value = self._value(value, name)
+                keys["x:" + name] = orjson.dumps({"p": prefix, "j": orjson.Fragment(enc_value)})
+        kind, payload, codec_head = _codec.encode_state(prev, keys, appended=hints, sources=sources)
+        if prev is None and head is not None:  # the thread's first row after others
+            codec_head.seq = head.codec.seq + 1
+            codec_head.base_seq = codec_head.seq
+        return kind, payload, ThreadHead(codec_head, dict(values), dict(versions))
+
+    @staticmethod
+    def _reuse(
+        head: ThreadHead | None,
+        ch: str,
+        value: Any,
+        version: Any,
+        prev_keys: dict[str, _codec.Encoded],
+        prev_sources: dict[str, list[Any]],
+    ) -> tuple[str, _codec.Encoded, list[Any] | None] | None:
+        # An unchanged channel (the very object, at the same version) keeps its encoding: a
+        # step pays for the channels it wrote, as LangGraph's own savers write blobs only for
+        # new versions.
+        if head is None or ch not in head.values or head.values[ch] is not value:
+            return None
+        if version is None or head.versions.get(ch) != version:
+            return None
+        for prefix in ("c:", "t:"):
+            enc = prev_keys.get(prefix + ch)
+            if enc is not None:
+                return prefix + ch, enc, prev_sources.get(prefix + ch)
+        return None
+
+    def decode(self, raw: dict[str, Any], checkpoint_id: str) -> dict[str, Any]:
+        """The checkpoint whose flattened state is ``raw``.
+
+        Raises:
+            CorruptRecordError: a value that cannot be read back (naming the checkpoint), or a
+                ``pickle`` payload.
+        """
+        meta = raw.get("m") or {}
+        checkpoint: dict[str, Any] = {
+            "v": meta.get("v"),
+            "id": checkpoint_id,
+            "ts": meta.get("ts"),
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+            "updated_channels": meta.get("u"),
+        }
+        try:
+            for key, value in raw.items():
+                tag, _, name = key.partition(":")
+                if tag == "V":
+                    checkpoint["channel_versions"][name] = value
+                elif tag == "S":
+                    checkpoint["versions_seen"][name] = value
+                elif tag in ("c", "t"):
+                    checkpoint["channel_values"][name] = self._open(tag, value)
+                elif tag == "x":
+                    checkpoint[name] = self._open(value["p"][0], value["j"])
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"checkpoint {checkpoint_id!r}: {exc.message}") from exc
+        return checkpoint
+
+    def _open(self, tag: str, value: Any) -> Any:
+        if tag == "c":
+            return _tether_serde.from_jsonable(value)
+        type_ = value["t"]
+        refuse_executable(type_)
+        return self.serde.loads_typed((type_, base64.b64decode(value["b"])))
+
+
+def _grown(
+    value: list[Any],
+    key: str,
+    prev_keys: dict[str, _codec.Encoded],
+    prev_sources: dict[str, list[Any]],
+    ch: str,
+) -> tuple[_codec.Encoded, bytes, list[Any]] | None:
+    """A list channel that grew by appending immutable scalars to the very items last stored:
+    only the new items are encoded (a step's cost follows what it appended)."""
+    src = prev_sources.get(key)
+    if src is None:
+        return None
+    n = len(src)
+    if len(value) <= n or not (
+        n == 0 or (value[n - 1] is src[n - 1] and all(map(is_, value, src)))
+    ):
+        return None
+    tail = value[n:]
+    if not _codec._scalars_only(tail):
+        return None
+    items = _tether_serde.dumps(tail, f'channel_values["{ch}"]')
+    prev = prev_keys[key]
+    base = prev if type(prev) is _codec.Chunks else _codec.Chunks([_codec._as_bytes(prev)])
+    return base.grow(items), items, src + tail

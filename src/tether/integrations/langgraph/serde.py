@@ -1,0 +1,107 @@
+"""``TetherSerializer``: LangGraph's serializer protocol, JSON first, never pickle.
+
+LangGraph's savers default to ``JsonPlusSerializer``: msgpack whose extension types name a
+module and a constructor that loading imports and calls, with pickle as an opt-in fallback.
+This serializer stores what tether's own JSON (:mod:`tether.serde`) can hold as JSON: plain
+values, dataclasses, enums and pydantic models (LangChain's messages among them), resolved
+only from modules already imported, never by importing one. Anything else goes to
+LangGraph's msgpack restricted to its allowlist of safe types (``allowed_msgpack_modules``,
+``None`` by default: LangGraph's strict list). A ``pickle`` payload is refused, whoever
+wrote it (docs/langgraph.md, "Stored values").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ... import serde as _tether_serde
+from ...errors import CorruptRecordError, SerializationError
+
+__all__ = ["JSON_TYPE", "TetherSerializer", "refuse_executable"]
+
+JSON_TYPE: Final = "json"
+"""The type tag of a value stored as tether JSON."""
+_EXECUTABLE: Final = frozenset({"pickle"})
+
+
+def refuse_executable(type_: str) -> None:
+    """Raise when ``type_`` names a payload that loading would execute (pickle).
+
+    Raises:
+        CorruptRecordError: always for ``"pickle"``: tether never loads one.
+    """
+    if type_ in _EXECUTABLE:
+        raise CorruptRecordError(
+            f"refusing to load a stored {type_!r} payload: loading it could run code; tether "
+            "stores LangGraph values as JSON (docs/langgraph.md, 'Stored values')"
+        )
+
+
+class TetherSerializer:
+    """JSON-first implementation of LangGraph's ``SerializerProtocol``.
+
+    ``dumps_typed(obj)`` returns ``("json", bytes)`` for values tether's JSON holds, else
+    LangGraph's ``("msgpack", bytes)`` (``"null"``/``"bytes"`` for those); ``loads_typed``
+    reads both and refuses ``"pickle"``.
+
+    Args:
+        allowed_msgpack_modules: passed to LangGraph's ``JsonPlusSerializer`` for the msgpack
+            fallback; ``None`` (default) keeps LangGraph's strict allowlist of safe types.
+
+    Raises:
+        SerializationError: (from ``dumps_typed``) a value neither JSON nor msgpack holds.
+    """
+
+    def __init__(self, *, allowed_msgpack_modules: Iterable[tuple[str, ...]] | None = None):
+        self._fallback = JsonPlusSerializer(
+            pickle_fallback=False,
+            allowed_msgpack_modules=None
+            if allowed_msgpack_modules is None
+            else list(allowed_msgpack_modules),
+        )
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """``(type, payload)`` for ``obj``: tether JSON when it can hold it."""
+        try:
+            return JSON_TYPE, _tether_serde.dumps(obj)
+        except SerializationError as exc:
+            if obj is None or isinstance(obj, bytes | bytearray):  # pragma: no cover
+                raise
+            try:
+                return self._fallback.dumps_typed(obj)
+            except Exception as fallback_exc:
+                raise SerializationError(
+                    f"{exc.message}; LangGraph's msgpack cannot hold it either ({fallback_exc})",
+                    path=exc.path,
+                ) from exc
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The value ``dumps_typed`` stored.
+
+        Raises:
+            CorruptRecordError: a ``pickle`` payload, or an unknown type.
+        """
+        type_, payload = data
+        if type_ == JSON_TYPE:
+            return _tether_serde.loads(payload)
+        refuse_executable(type_)
+        try:
+            return self._fallback.loads_typed((type_, payload))
+        except NotImplementedError as exc:
+            raise CorruptRecordError(f"unknown stored value type {type_!r}") from exc
+
+    # The untyped half of LangGraph's protocol (used by a few of its helpers).
+    def dumps(self, obj: Any) -> bytes:
+        """Tether JSON of ``obj``.
+
+        Raises:
+            SerializationError: a value tether's JSON cannot hold.
+        """
+        return _tether_serde.dumps(obj)
+
+    def loads(self, data: bytes) -> Any:
+        """The value :meth:`dumps` stored."""
+        return _tether_serde.loads(data)
