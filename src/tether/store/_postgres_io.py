@@ -1,15 +1,10 @@
 """How the Postgres checkpointer talks to the server: pools, plans, checks and errors.
 
-An operation is written once, as a **plan**: a generator that yields ``(query, params)`` and is
-sent each statement's :class:`Result`. :class:`Database` runs a plan on a connection of its
-sync pool (:meth:`Database.run`) or of the running event loop's async pool
-(:meth:`Database.arun`), so the checkpointer's sync methods and their async twins share every
-line of logic and differ only in how they wait. A driver error is thrown into the plan at the
-statement that caused it, so the plan can turn it into the error that says what happened
-(a unique violation on ``(execution_id, seq)`` is another writer's step); anything it does not
-handle becomes a :class:`~tether.errors.StoreError` here, never a raw driver error. A write
-plan runs in one transaction, begun before its first statement, unless that statement is
-marked as its last (:func:`last`): then it runs alone in autocommit, one round trip.
+:class:`Database` runs a plan (:mod:`tether.store._plans`) on a connection of its sync pool
+(:meth:`Database.run`) or of the running event loop's async pool (:meth:`Database.arun`), so
+the checkpointer's sync methods and their async twins share every line of logic and differ
+only in how they wait. A driver error the plan does not handle becomes a
+:class:`~tether.errors.StoreError` here, never a raw driver error.
 
 Async pools are bound to the event loop that opened them (their locks, queues and workers
 live there), so there is one per loop, opened on first use and closed when the loop shuts
@@ -35,9 +30,9 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import psycopg
 from psycopg.abc import Buffer
@@ -53,42 +48,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from .._context import sync_drive
 from ..errors import SerializationError, StoreError
 from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
+from ._plans import PAST_LAST, Plan, Result, Statement, is_last, last
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
+__all__ = ["Database", "Plan", "Result", "Statement", "last", "translate"]
+
 T = TypeVar("T")
-
-Statement: TypeAlias = tuple[bytes, Sequence[Any] | None]
-
-
-@dataclass(slots=True)
-class Result:
-    """What one statement returned: its rows (empty for commands) and its row count."""
-
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...] | None:
-        """The first row, or ``None``."""
-        return self.rows[0] if self.rows else None
-
-
-Plan: TypeAlias = Generator[Statement, Result, T]
-"""An operation: yields statements, receives their results, returns its value."""
-
-
-class _Last(tuple[bytes, Sequence[Any] | None]):
-    __slots__ = ()
-
-
-def last(query: bytes, params: Sequence[Any] | None) -> Statement:
-    """Mark a write plan's final statement.
-
-    A write plan whose first statement is also its last runs that statement on its own, in
-    autocommit: one statement is atomic by itself, so the step is still one transaction, and
-    it costs one round trip instead of three (``BEGIN``, the statement, ``COMMIT``). A plan
-    that yields anything after a statement so marked is a bug (:class:`RuntimeError`).
-    """
-    return _Last((query, params))
 
 
 # --- NUL-safe text --------------------------------------------------------------------------
@@ -640,6 +605,13 @@ class Database:
             return _first_line(exc)
         return None
 
+    @staticmethod
+    def unique_key(exc: BaseException) -> str | None:
+        """The unique key ``exc`` says was violated (as PostgreSQL names it), else ``None``."""
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            return postgres_constraint(exc)
+        return None
+
     def stats(self) -> dict[str, int]:
         """Checked-out connection counts: now and the most at once, per pool kind."""
         return {
@@ -649,9 +621,6 @@ class Database:
             "async_max_in_use": self.async_usage.max_in_use,
             "async_pools": len(self._loops),
         }
-
-
-_PAST_LAST = "a write plan yielded a statement after the one it marked last"
 
 
 @overload
@@ -688,9 +657,9 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
             stmt = next(plan)
             while True:
                 if done:
-                    raise RuntimeError(_PAST_LAST)
+                    raise RuntimeError(PAST_LAST)
                 if write and not begun:
-                    if isinstance(stmt, _Last):
+                    if is_last(stmt):
                         done = True
                     else:
                         transaction.enter_context(conn.transaction())
@@ -716,9 +685,9 @@ async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool
             stmt = next(plan)
             while True:
                 if done:
-                    raise RuntimeError(_PAST_LAST)
+                    raise RuntimeError(PAST_LAST)
                 if write and not begun:
-                    if isinstance(stmt, _Last):
+                    if is_last(stmt):
                         done = True
                     else:
                         await transaction.enter_async_context(conn.transaction())

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..checkpoint import Checkpoint
 from . import _codec
 from ._leases import (
     UNRECORDED_LEASE_SECONDS,
@@ -28,8 +27,7 @@ from ._leases import (
     dead_letter_reason,
     lease_left_seconds,
 )
-from ._postgres_io import Database, Plan, Result
-from ._refusals import lease_lost
+from ._postgres_io import Database, Plan
 
 __all__ = ["MIGRATION_V2", "PostgresLeases"]
 
@@ -40,16 +38,6 @@ MIGRATION_V2: Final[tuple[str, ...]] = (
     "CREATE INDEX runs_owner_idx ON {schema}.runs (owner) WHERE owner IS NOT NULL",
 )
 
-_CP_CASTS: Final = (
-    "text", "text", "bigint", "text", "integer", "text", "text", "text", "bytea", "bigint",
-    "bytea", "bytea", "bytea", "text", "bytea", "text", "text", "text",
-)  # fmt: skip
-INSERT_CHECKPOINT_FENCED: Final = (
-    f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
-    f"SELECT {', '.join(f'%s::{t}' for t in _CP_CASTS)}, now() "
-    "WHERE EXISTS (SELECT 1 FROM {schema}.runs WHERE execution_id = %s AND owner = %s "
-    "FOR SHARE) RETURNING created_at"
-)
 _LEASE: Final = "now() + %s * interval '1 second'"
 # When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
 # free; an owned one with none (written by an older tether) 30 s after its last update.
@@ -126,42 +114,6 @@ class PostgresLeases(Fencing):
 
     def _q(self, template: str) -> bytes:
         raise NotImplementedError
-
-    # --- fencing --------------------------------------------------------------------------
-    def _insert_statement(
-        self,
-        cp: Checkpoint,
-        params: tuple[Any, ...],
-        run_status: str | None = None,
-        error: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> tuple[bytes, tuple[Any, ...]]:
-        """The checkpoint insert: fenced when this instance holds the run's lease, and setting
-        the run's status in the same statement when ``run_status`` is given (and giving the
-        lease of ``release_lease_of`` back with it)."""
-        from . import _postgres_sql as q
-
-        owner = self._fences.get(cp.execution_id)
-        if owner is None:
-            template = q.INSERT_CHECKPOINT if run_status is None else q.INSERT_CHECKPOINT_SET_STATUS
-        else:
-            template = (
-                INSERT_CHECKPOINT_FENCED
-                if run_status is None
-                else q.INSERT_CHECKPOINT_FENCED_SET_STATUS
-            )
-            params = (*params, cp.execution_id, owner)
-        if run_status is not None:
-            rel = release_lease_of
-            params = (*params, run_status, error, run_status, rel, rel, rel, cp.execution_id)
-        return self._q(template), params
-
-    def _check_fenced(self, cp: Checkpoint, res: Result) -> None:
-        if res.rows:
-            return
-        owner = self._fences.get(cp.execution_id)
-        self._heads.drop(cp.execution_id)
-        raise lease_lost(owner, cp)
 
     # --- leases ---------------------------------------------------------------------------
     def _acquire_plan(

@@ -1,5 +1,7 @@
 """The Postgres checkpointer's SQL: its schema migrations and every statement, as named
-constants (the same shapes as :mod:`tether.store.sqlite`'s, with ``%s`` placeholders).
+constants with named parameters (``%(execution_id)s``), under the same names as
+:mod:`tether.store._sqlite_sql`'s, so that one plan (:mod:`tether.store._operations`) runs on
+either. Times are the server's (``now()``); a plan's ``now`` parameter is not read here.
 
 Every statement names its tables as ``{schema}.<table>``; :class:`PostgresCheckpointer
 <tether.store.postgres.PostgresCheckpointer>` fills in the schema, quoted with
@@ -12,7 +14,8 @@ from typing import Final
 
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5
-from ._postgres_leases import INSERT_CHECKPOINT_FENCED, MIGRATION_V2
+from ._postgres_leases import MIGRATION_V2
+from ._rows import STEP_FIELDS, named
 
 SCHEMA_VERSION: Final = 5
 
@@ -110,42 +113,61 @@ INSERT_SCHEMA_VERSION: Final = (
 # An owned run is created leased: its expiry is the owner's lease period (NULL: unowned) from
 # the creating commit (see _leases).
 INSERT_RUN: Final = (
-    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now() + %s::float8 * interval '1 second', NULL, "
-    "now(), now(), NULL) RETURNING created_at, lease_expires_at"
+    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}) VALUES (%(execution_id)s, "
+    "%(runner_name)s, %(runner_kind)s, %(status)s, %(input)s, %(parent_execution_id)s, "
+    "%(parent_checkpoint_id)s, %(owner)s, "
+    "now() + %(lease_seconds)s::float8 * interval '1 second', NULL, now(), now(), NULL) "
+    "RETURNING created_at, lease_expires_at"
 )
-SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %s"
+SELECT_RUN: Final = (
+    f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %(execution_id)s"
+)
 _SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %s"
+_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %(limit)s"
 SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %s{_RUNS_ORDER}"
+SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %(status)s{_RUNS_ORDER}"
+SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %(runner_name)s{_RUNS_ORDER}"
 SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %s AND runner_name = %s{_RUNS_ORDER}"
+    f"{_SELECT_RUNS} WHERE status = %(status)s AND runner_name = %(runner_name)s{_RUNS_ORDER}"
 )
-# Parameters: status, error, status.
 _SET_STATUS: Final = (
-    "status = %s, error = %s, updated_at = now(), "
-    "finished_at = CASE WHEN %s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
+    "status = %(status)s::text, error = %(error)s::text, updated_at = now(), finished_at = "
+    "CASE WHEN %(status)s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
 )
-UPDATE_RUN_STATUS: Final = f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %s"
-# The run lease given back with the status (the commit that ends a drive) when the owner
-# parameter (three times) names the holder; NULL leaves the lease as it is.
+UPDATE_RUN_STATUS: Final = (
+    f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %(execution_id)s"
+)
+# The run lease given back with the status (the commit that ends a drive) when
+# release_lease_of names the holder; NULL leaves the lease as it is.
 _GIVE_BACK: Final = (
-    "owner = CASE WHEN owner = %s::text THEN NULL ELSE owner END, "
-    "lease_expires_at = CASE WHEN owner = %s::text THEN NULL ELSE lease_expires_at END, "
-    "attempts = CASE WHEN owner = %s::text THEN 0 ELSE attempts END"
+    "owner = CASE WHEN owner = %(release_lease_of)s::text THEN NULL ELSE owner END, "
+    "lease_expires_at = CASE WHEN owner = %(release_lease_of)s::text THEN NULL "
+    "ELSE lease_expires_at END, "
+    "attempts = CASE WHEN owner = %(release_lease_of)s::text THEN 0 ELSE attempts END"
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
-    f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %s"
+    f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %(execution_id)s"
 )
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
-    f"VALUES ({', '.join(['%s'] * 18)}, now()) RETURNING created_at"
+    f"VALUES ({named('%({})s')}, now()) RETURNING created_at"
+)
+# Fenced (see _postgres_leases): the share lock on the run row makes a takeover wait for a
+# commit in flight, and a commit wait for a takeover in flight and then re-check the owner.
+# Parameters of an INSERT ... SELECT carry no column type: each is cast.
+_CP_CASTS: Final = (
+    "text", "text", "bigint", "text", "integer", "text", "text", "text", "bytea", "bigint",
+    "bytea", "bytea", "bytea", "text", "bytea", "text", "text", "text",
+)  # fmt: skip
+INSERT_CHECKPOINT_FENCED: Final = (
+    f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
+    f"SELECT {', '.join(f'%({n})s::{t}' for n, t in zip(STEP_FIELDS, _CP_CASTS, strict=True))}, "
+    "now() WHERE EXISTS (SELECT 1 FROM {schema}.runs WHERE execution_id = %(execution_id)s "
+    "AND owner = %(owner)s FOR SHARE) RETURNING created_at"
 )
 
 
-def _and_set_status(insert: str) -> str:
+def _and_set_status(insert: str) -> tuple[str]:
     # The step's checkpoint and its run's new status in one statement, so a step commits in
     # one round trip. The run row changes only if the checkpoint went in: a fenced insert that
     # finds the lease gone inserts nothing, and the update's one-time filter on ``cp`` runs
@@ -153,56 +175,58 @@ def _and_set_status(insert: str) -> str:
     return (
         f"WITH cp AS ({insert}), "
         f"run AS (UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} "
-        "WHERE execution_id = %s AND EXISTS (SELECT 1 FROM cp)) "
-        "SELECT created_at FROM cp"
+        "WHERE execution_id = %(execution_id)s AND EXISTS (SELECT 1 FROM cp)) "
+        "SELECT created_at FROM cp",
     )
 
 
 INSERT_CHECKPOINT_SET_STATUS: Final = _and_set_status(INSERT_CHECKPOINT)
 INSERT_CHECKPOINT_FENCED_SET_STATUS: Final = _and_set_status(INSERT_CHECKPOINT_FENCED)
 _SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM {{schema}}.checkpoints"
-_PATH_FILTER: Final = " AND (agent_path = %s OR starts_with(agent_path, %s))"
-SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq DESC LIMIT 1"
+_PATH_FILTER: Final = " AND (agent_path = %(path)s OR starts_with(agent_path, %(prefix)s))"
+_OF_RUN: Final = " WHERE execution_id = %(execution_id)s"
+SELECT_LAST: Final = f"{_SELECT_CP}{_OF_RUN} ORDER BY seq DESC LIMIT 1"
 SELECT_LAST_BEFORE: Final = (
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s ORDER BY seq DESC LIMIT 1"
+    f"{_SELECT_CP}{_OF_RUN} AND seq < %(before_seq)s ORDER BY seq DESC LIMIT 1"
 )
 SELECT_LAST_PATH: Final = (
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
+    f"{_SELECT_CP}{_OF_RUN} AND seq < %(before_seq)s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
 )
 # What resume reads, in one statement: the rows from the full snapshot under the run's two
 # newest rows up to the newest (the newest two, and the state chain they are replayed from).
 # When both are run-end markers: the newest row before them that is not one, then the state
 # chain from under it.
 SELECT_RESUME_WINDOW: Final = (
-    "WITH top AS (SELECT seq, base_seq FROM {schema}.checkpoints WHERE execution_id = %s "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq >= (SELECT min(base_seq) FROM top) "
-    "AND seq <= (SELECT max(seq) FROM top) ORDER BY seq"
+    f"WITH top AS (SELECT seq, base_seq FROM {{schema}}.checkpoints{_OF_RUN} "
+    f"ORDER BY seq DESC LIMIT 2) {_SELECT_CP}{_OF_RUN} "
+    "AND seq >= (SELECT min(base_seq) FROM top) AND seq <= (SELECT max(seq) FROM top) "
+    "ORDER BY seq"
 )
 SELECT_RESUMABLE_BEFORE: Final = (
-    f"{_SELECT_CP} WHERE execution_id = %s AND seq < %s AND step_type <> 'run_end' "
+    f"{_SELECT_CP}{_OF_RUN} AND seq < %(before_seq)s AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
 )
-SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = %s AND checkpoint_id = %s"
-SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = %s ORDER BY seq"
+SELECT_BY_ID: Final = f"{_SELECT_CP}{_OF_RUN} AND checkpoint_id = %(checkpoint_id)s"
+SELECT_ALL: Final = f"{_SELECT_CP}{_OF_RUN} ORDER BY seq"
 SELECT_STATE_CHAIN: Final = (
-    "SELECT seq, state_kind, state FROM {schema}.checkpoints "
-    "WHERE execution_id = %s AND seq >= %s AND seq <= %s ORDER BY seq"
+    f"SELECT seq, state_kind, state FROM {{schema}}.checkpoints{_OF_RUN} "
+    "AND seq >= %(low)s AND seq <= %(high)s ORDER BY seq"
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO {{schema}}.pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, now(), NULL, NULL, NULL) RETURNING created_at"
+    "VALUES (%(execution_id)s, %(checkpoint_id)s, %(node_id)s, %(agent_path)s, %(reason)s, "
+    "%(context)s, now(), NULL, NULL, NULL) RETURNING created_at"
 )
 DELETE_PENDING_OF: Final = (
-    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s AND claimed_by = %s"
+    f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN} AND claimed_by = %(owner)s"
 )
-DELETE_PENDING: Final = "DELETE FROM {schema}.pending_interrupts WHERE execution_id = %s"
+DELETE_PENDING: Final = f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN}"
 SELECT_PENDING: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts WHERE execution_id = %s"
+    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts{_OF_RUN}"
 )
 SELECT_PENDING_ALL: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %s"
+    "ORDER BY created_at, execution_id LIMIT %(limit)s"
 )
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches
@@ -211,64 +235,59 @@ SELECT_PENDING_ALL: Final = (
 CLAIM_PENDING: Final = (
     "WITH claimed AS ("
     "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
-    "claim_expires_at = now() + %(lease)s * interval '1 second', "
+    "claim_expires_at = now() + %(lease_seconds)s * interval '1 second', "
     "resume_value = COALESCE(resume_value, %(value)s::bytea) "
-    "WHERE execution_id = %(eid)s "
-    "AND (claimed_by IS NULL OR claim_expires_at < now() OR claimed_by = %(steal)s::text) "
+    "WHERE execution_id = %(execution_id)s "
+    "AND (claimed_by IS NULL OR claim_expires_at < now() OR claimed_by = %(steal_from)s::text) "
     "AND ((%(value)s::bytea IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
     "     OR (%(value)s::bytea IS NULL AND resume_value IS NOT NULL)) "
-    "AND (%(cid)s::text IS NULL OR checkpoint_id = %(cid)s::text) "
+    "AND (%(checkpoint_id)s::text IS NULL OR checkpoint_id = %(checkpoint_id)s::text) "
     f"RETURNING {_codec.PENDING_COLUMNS}), "
     "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
     "updated_at = now(), finished_at = NULL "
     "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
-    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed",
 )
 RENEW_CLAIM: Final = (
     "UPDATE {schema}.pending_interrupts "
-    "SET claim_expires_at = now() + %s * interval '1 second' "
-    "WHERE execution_id = %s AND claimed_by = %s"
+    "SET claim_expires_at = now() + %(lease_seconds)s * interval '1 second' "
+    "WHERE execution_id = %(execution_id)s AND claimed_by = %(owner)s"
 )
 RELEASE_CLAIM: Final = (
     "WITH released AS ("
     "UPDATE {schema}.pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
-    "WHERE execution_id = %s AND claimed_by = %s RETURNING execution_id), "
+    "WHERE execution_id = %(execution_id)s AND claimed_by = %(owner)s RETURNING execution_id), "
     "paused AS (UPDATE {schema}.runs SET status = 'paused', error = NULL, "
     "updated_at = now(), finished_at = NULL "
     "WHERE execution_id IN (SELECT execution_id FROM released)) "
-    "SELECT count(*) FROM released"
+    "SELECT execution_id FROM released",
 )
 ANSWER_PENDING: Final = (
-    "UPDATE {schema}.pending_interrupts SET resume_value = %s "
-    "WHERE execution_id = %s AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (%s::text IS NULL OR checkpoint_id = %s::text)"
+    "UPDATE {schema}.pending_interrupts SET resume_value = %(value)s "
+    "WHERE execution_id = %(execution_id)s AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (%(checkpoint_id)s::text IS NULL OR checkpoint_id = %(checkpoint_id)s::text)"
 )
 SELECT_IDEMPOTENT: Final = (
-    "SELECT value FROM {schema}.idempotency_cache WHERE execution_id = %s AND key = %s"
+    f"SELECT value FROM {{schema}}.idempotency_cache{_OF_RUN} AND key = %(key)s"
 )
 INSERT_IDEMPOTENT: Final = (
     "INSERT INTO {schema}.idempotency_cache (execution_id, key, value, created_at) "
-    "VALUES (%s, %s, %s, now()) ON CONFLICT (execution_id, key) DO NOTHING"
+    "VALUES (%(execution_id)s, %(key)s, %(value)s, now()) "
+    "ON CONFLICT (execution_id, key) DO NOTHING"
 )
 SELECT_IDEMPOTENT_ALL: Final = (
-    "SELECT key, value FROM {schema}.idempotency_cache WHERE execution_id = %s "
-    "ORDER BY created_at, key"
+    f"SELECT key, value FROM {{schema}}.idempotency_cache{_OF_RUN} ORDER BY created_at, key"
 )
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM {schema}.runs "
-    "WHERE status IN ('completed', 'failed') AND finished_at < %s ORDER BY finished_at"
+    "SELECT execution_id FROM {schema}.runs WHERE status IN ('completed', 'failed') "
+    "AND finished_at < to_timestamp(%(cutoff)s) ORDER BY finished_at"
 )
 # Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
 LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"
-COUNT_CHECKPOINTS_OF: Final = (
-    "SELECT count(*) FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
-)
-COUNT_IDEMPOTENT_OF: Final = (
-    "SELECT count(*) FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
-)
-DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints WHERE execution_id = ANY(%s)"
-DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache WHERE execution_id = ANY(%s)"
-DELETE_PENDING_OF_RUNS: Final = (
-    "DELETE FROM {schema}.pending_interrupts WHERE execution_id = ANY(%s)"
-)
-DELETE_RUNS: Final = "DELETE FROM {schema}.runs WHERE execution_id = ANY(%s)"
+_OF: Final = " WHERE execution_id = ANY(%(ids)s)"
+COUNT_CHECKPOINTS_OF: Final = "SELECT count(*) FROM {schema}.checkpoints" + _OF
+COUNT_IDEMPOTENT_OF: Final = "SELECT count(*) FROM {schema}.idempotency_cache" + _OF
+DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints" + _OF
+DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache" + _OF
+DELETE_PENDING_OF_RUNS: Final = "DELETE FROM {schema}.pending_interrupts" + _OF
+DELETE_RUNS: Final = "DELETE FROM {schema}.runs" + _OF

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
-from ..checkpoint import Checkpoint
 from . import _codec
 from ._leases import (
     UNRECORDED_LEASE_SECONDS,
@@ -24,9 +23,8 @@ from ._leases import (
     dead_letter_reason,
     lease_left_seconds,
 )
-from ._refusals import lease_lost
 
-__all__ = ["INSERT_CHECKPOINT", "MIGRATION_V2", "SQLiteLeases"]
+__all__ = ["MIGRATION_V2", "SQLiteLeases"]
 
 MIGRATION_V2: Final[tuple[str, ...]] = (
     "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
@@ -34,14 +32,6 @@ MIGRATION_V2: Final[tuple[str, ...]] = (
     "CREATE INDEX runs_queue_idx ON runs (status, priority DESC, created_at)",
 )
 
-# The checkpoint insert, plain and fenced (the step path picks one per row; see below).
-INSERT_CHECKPOINT: Final = (
-    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) VALUES ({','.join('?' * 19)})"
-)
-INSERT_CHECKPOINT_FENCED: Final = (
-    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {','.join('?' * 19)} "
-    "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = ? AND owner = ?)"
-)
 # When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
 # free; an owned one with none (written by an older tether) 30 s after its last update.
 _EXPIRES: Final = (
@@ -101,24 +91,6 @@ class SQLiteLeases(Fencing):
 
     def _drop_head(self, execution_id: str) -> None:
         raise NotImplementedError
-
-    # --- fencing --------------------------------------------------------------------------
-    def _insert_checkpoint_row(
-        self, conn: sqlite3.Connection, cp: Checkpoint, params: tuple[Any, ...]
-    ) -> None:
-        owner = self._fences.get(cp.execution_id)
-        if owner is None:
-            conn.execute(INSERT_CHECKPOINT, params)
-            return
-        if conn.execute(INSERT_CHECKPOINT_FENCED, (*params, cp.execution_id, owner)).rowcount != 1:
-            self._drop_head(cp.execution_id)
-            raise lease_lost(owner, cp)
-
-    def _give_back(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
-        """Release ``owner``'s run lease inside the caller's transaction (the commit that ends
-        a drive), and stop fencing the run on it."""
-        conn.execute(RELEASE_LEASE, (execution_id, owner))
-        self._fences.drop(execution_id, owner)
 
     # --- leases ---------------------------------------------------------------------------
     def acquire_run_lease(

@@ -1,0 +1,277 @@
+"""The SQLite checkpointer's SQL: its schema migrations and every statement, as named
+constants with named parameters (``:execution_id``), under the same names as
+:mod:`tether.store._postgres_sql`'s, so that one plan (:mod:`tether.store._operations`) runs
+on either.
+
+Times are ``time.time()`` seconds (``:now``, filled in by :mod:`tether.store._sqlite_io`). A
+list parameter arrives as JSON text and is read with ``json_each``. Where Postgres changes two
+tables in one statement (a writable CTE), SQLite has a **script**: a tuple of statements run
+in the plan's transaction, the later ones only when the first touched a row, as the CTE's
+``WHERE EXISTS (SELECT 1 FROM <first>)`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from . import _codec
+from ._langgraph_sql import SQLITE_MIGRATION_V5
+from ._rows import named
+from ._sqlite_leases import MIGRATION_V2
+
+SCHEMA_VERSION: Final = 5
+
+MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
+    1: (
+        """CREATE TABLE runs (
+            execution_id TEXT PRIMARY KEY,
+            runner_name TEXT NOT NULL,
+            runner_kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            input BLOB,
+            parent_execution_id TEXT,
+            parent_checkpoint_id TEXT,
+            owner TEXT,
+            lease_expires_at REAL,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            finished_at REAL
+        )""",
+        "CREATE INDEX runs_status_idx ON runs (status, updated_at)",
+        "CREATE INDEX runs_name_idx ON runs (runner_name, created_at)",
+        """CREATE TABLE checkpoints (
+            checkpoint_id TEXT PRIMARY KEY,
+            execution_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            node_id TEXT NOT NULL,
+            node_index INTEGER NOT NULL,
+            step_type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            state_kind TEXT NOT NULL,
+            state BLOB NOT NULL,
+            base_seq INTEGER NOT NULL,
+            node_input BLOB,
+            node_output BLOB,
+            iteration_counters BLOB,
+            interrupt_reason TEXT,
+            interrupt_context BLOB,
+            agent_path TEXT,
+            parent_checkpoint_id TEXT,
+            next_node_id TEXT,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
+        """CREATE TABLE pending_interrupts (
+            execution_id TEXT PRIMARY KEY,
+            checkpoint_id TEXT NOT NULL,
+            node_id TEXT NOT NULL,
+            agent_path TEXT,
+            reason TEXT NOT NULL,
+            context BLOB,
+            created_at REAL NOT NULL,
+            claimed_by TEXT,
+            claim_expires_at REAL,
+            resume_value BLOB
+        )""",
+        """CREATE TABLE idempotency_cache (
+            execution_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value BLOB,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (execution_id, key)
+        )""",
+    ),
+    # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
+    2: MIGRATION_V2,
+}
+# v3: checkpoint_id is no longer the table's primary key. Its index cost every step an insert
+# at a random place of a third B-tree (~10 µs of a ~30 µs INSERT); rows are found by run and
+# seq, and a checkpoint by id within its run (get_checkpoint), a walk of that run's rows.
+# SQLite cannot drop a primary key: the table is copied into one without it.
+_CHECKPOINTS_V1: Final = MIGRATIONS[1][3]  # CREATE TABLE checkpoints (...)
+MIGRATIONS[3] = (
+    _CHECKPOINTS_V1.replace("CREATE TABLE checkpoints (", "CREATE TABLE checkpoints_v3 (").replace(
+        "checkpoint_id TEXT PRIMARY KEY", "checkpoint_id TEXT NOT NULL"
+    ),
+    f"INSERT INTO checkpoints_v3 ({_codec.CHECKPOINT_COLUMNS}) "
+    f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY execution_id, seq",
+    "DROP TABLE checkpoints",
+    "ALTER TABLE checkpoints_v3 RENAME TO checkpoints",
+    "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
+)
+# v4: a state payload may be a Zstandard frame (_codec.compress_state); the version is recorded so
+# that an older tether refuses these rows instead of misreading them. And runs_status_idx goes:
+# runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
+# changed on every lease take, heartbeat and status write.
+MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
+# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
+MIGRATIONS[5] = SQLITE_MIGRATION_V5
+
+# The unique keys whose violation means another writer came first, as SQLite names them.
+RUN_KEY: Final = "runs.execution_id"
+STEP_KEY: Final = "checkpoints.execution_id, checkpoints.seq"
+
+CREATE_SCHEMA_TABLE: Final = (
+    "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
+)
+SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM tether_schema"
+INSERT_SCHEMA_VERSION: Final = "INSERT INTO tether_schema (version, applied_at) VALUES (?, ?)"
+
+# --- runs ------------------------------------------------------------------------------------
+# An owned run is created leased: its expiry is the owner's lease period (NULL: unowned) from
+# the creating commit (see _leases).
+INSERT_RUN: Final = (
+    f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES (:execution_id, :runner_name, "
+    ":runner_kind, :status, :input, :parent_execution_id, :parent_checkpoint_id, :owner, "
+    ":now + :lease_seconds, NULL, :now, :now, NULL) RETURNING created_at, lease_expires_at"
+)
+SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = :execution_id"
+_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs"
+_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT :limit"
+SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
+SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = :status{_RUNS_ORDER}"
+SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = :runner_name{_RUNS_ORDER}"
+SELECT_RUNS_BY_STATUS_NAME: Final = (
+    f"{_SELECT_RUNS} WHERE status = :status AND runner_name = :runner_name{_RUNS_ORDER}"
+)
+_SET_STATUS: Final = (
+    "status = :status, error = :error, updated_at = :now, "
+    "finished_at = CASE WHEN :status IN ('completed', 'failed') THEN :now ELSE NULL END"
+)
+UPDATE_RUN_STATUS: Final = f"UPDATE runs SET {_SET_STATUS} WHERE execution_id = :execution_id"
+# The run lease given back with the status (the commit that ends a drive) when
+# :release_lease_of names the holder; NULL leaves the lease as it is.
+_GIVE_BACK: Final = (
+    "owner = CASE WHEN owner = :release_lease_of THEN NULL ELSE owner END, "
+    "lease_expires_at = CASE WHEN owner = :release_lease_of THEN NULL ELSE lease_expires_at END, "
+    "attempts = CASE WHEN owner = :release_lease_of THEN 0 ELSE attempts END"
+)
+UPDATE_RUN_STATUS_GIVE_BACK: Final = (
+    f"UPDATE runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = :execution_id"
+)
+
+# --- checkpoints -----------------------------------------------------------------------------
+INSERT_CHECKPOINT: Final = (
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
+    f"VALUES ({named(':{}')}, :now) RETURNING created_at"
+)
+# Fenced: only while :owner holds the run's lease (see _leases); nothing returned otherwise.
+INSERT_CHECKPOINT_FENCED: Final = (
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {named(':{}')}, :now "
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = :execution_id AND owner = :owner) "
+    "RETURNING created_at"
+)
+INSERT_CHECKPOINT_SET_STATUS: Final = (INSERT_CHECKPOINT, UPDATE_RUN_STATUS_GIVE_BACK)
+INSERT_CHECKPOINT_FENCED_SET_STATUS: Final = (INSERT_CHECKPOINT_FENCED, UPDATE_RUN_STATUS_GIVE_BACK)
+_SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
+_PATH_FILTER: Final = (
+    " AND (agent_path = :path OR substr(agent_path, 1, length(:prefix)) = :prefix)"
+)
+SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = :execution_id ORDER BY seq DESC LIMIT 1"
+SELECT_LAST_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = :execution_id AND seq < :before_seq "
+    "ORDER BY seq DESC LIMIT 1"
+)
+SELECT_LAST_PATH: Final = (
+    f"{_SELECT_CP} WHERE execution_id = :execution_id AND seq < :before_seq{_PATH_FILTER} "
+    "ORDER BY seq DESC LIMIT 1"
+)
+# What resume reads, in one statement: the rows from the full snapshot under the run's two
+# newest rows up to the newest (the newest two, and the state chain they are replayed from).
+# When both are run-end markers: the newest row before them that is not one, then the state
+# chain from under it.
+SELECT_RESUME_WINDOW: Final = (
+    "WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = :execution_id "
+    "ORDER BY seq DESC LIMIT 2) "
+    f"{_SELECT_CP} WHERE execution_id = :execution_id "
+    "AND seq >= (SELECT min(base_seq) FROM top) AND seq <= (SELECT max(seq) FROM top) "
+    "ORDER BY seq"
+)
+SELECT_RESUMABLE_BEFORE: Final = (
+    f"{_SELECT_CP} WHERE execution_id = :execution_id AND seq < :before_seq "
+    "AND step_type <> 'run_end' ORDER BY seq DESC LIMIT 1"
+)
+SELECT_BY_ID: Final = (
+    f"{_SELECT_CP} WHERE execution_id = :execution_id AND checkpoint_id = :checkpoint_id"
+)
+SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = :execution_id ORDER BY seq"
+SELECT_STATE_CHAIN: Final = (
+    "SELECT seq, state_kind, state FROM checkpoints "
+    "WHERE execution_id = :execution_id AND seq >= :low AND seq <= :high ORDER BY seq"
+)
+
+# --- pending interrupts ----------------------------------------------------------------------
+INSERT_PENDING: Final = (
+    f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
+    "VALUES (:execution_id, :checkpoint_id, :node_id, :agent_path, :reason, :context, :now, "
+    "NULL, NULL, NULL) RETURNING created_at"
+)
+DELETE_PENDING_OF: Final = (
+    "DELETE FROM pending_interrupts WHERE execution_id = :execution_id AND claimed_by = :owner"
+)
+DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = :execution_id"
+SELECT_PENDING: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = :execution_id"
+)
+SELECT_PENDING_ALL: Final = (
+    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts "
+    "ORDER BY created_at, execution_id LIMIT :limit"
+)
+# The claim: one statement, so exactly one concurrent caller gets the row back (the write lock
+# serialises them); the run turns "running" after it, in the same transaction.
+CLAIM_PENDING: Final = (
+    "UPDATE pending_interrupts SET claimed_by = :owner, "
+    "claim_expires_at = :now + :lease_seconds, resume_value = COALESCE(resume_value, :value) "
+    "WHERE execution_id = :execution_id "
+    "AND (claimed_by IS NULL OR claim_expires_at < :now OR claimed_by = :steal_from) "
+    "AND ((:value IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
+    "     OR (:value IS NULL AND resume_value IS NOT NULL)) "
+    "AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id) "
+    f"RETURNING {_codec.PENDING_COLUMNS}",
+    "UPDATE runs SET status = 'running', error = NULL, updated_at = :now, finished_at = NULL "
+    "WHERE execution_id = :execution_id",
+)
+RENEW_CLAIM: Final = (
+    "UPDATE pending_interrupts SET claim_expires_at = :now + :lease_seconds "
+    "WHERE execution_id = :execution_id AND claimed_by = :owner"
+)
+RELEASE_CLAIM: Final = (
+    "UPDATE pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
+    "WHERE execution_id = :execution_id AND claimed_by = :owner RETURNING execution_id",
+    "UPDATE runs SET status = 'paused', error = NULL, updated_at = :now, finished_at = NULL "
+    "WHERE execution_id = :execution_id",
+)
+ANSWER_PENDING: Final = (
+    "UPDATE pending_interrupts SET resume_value = :value "
+    "WHERE execution_id = :execution_id AND resume_value IS NULL AND claimed_by IS NULL "
+    "AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)"
+)
+
+# --- idempotency -----------------------------------------------------------------------------
+SELECT_IDEMPOTENT: Final = (
+    "SELECT value FROM idempotency_cache WHERE execution_id = :execution_id AND key = :key"
+)
+INSERT_IDEMPOTENT: Final = (
+    "INSERT INTO idempotency_cache (execution_id, key, value, created_at) "
+    "VALUES (:execution_id, :key, :value, :now) ON CONFLICT (execution_id, key) DO NOTHING"
+)
+SELECT_IDEMPOTENT_ALL: Final = (
+    "SELECT key, value FROM idempotency_cache WHERE execution_id = :execution_id "
+    "ORDER BY created_at, key"
+)
+
+# --- maintenance -----------------------------------------------------------------------------
+SELECT_PRUNABLE: Final = (
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') "
+    "AND finished_at < :cutoff ORDER BY finished_at"
+)
+# The plan's write lock keeps the set fixed until it commits: no row lock to take.
+LOCK_PRUNABLE: Final = SELECT_PRUNABLE
+_OF: Final = " WHERE execution_id IN (SELECT value FROM json_each(:ids))"
+COUNT_CHECKPOINTS_OF: Final = "SELECT count(*) FROM checkpoints" + _OF
+COUNT_IDEMPOTENT_OF: Final = "SELECT count(*) FROM idempotency_cache" + _OF
+DELETE_CHECKPOINTS_OF: Final = "DELETE FROM checkpoints" + _OF
+DELETE_IDEMPOTENT_OF: Final = "DELETE FROM idempotency_cache" + _OF
+DELETE_PENDING_OF_RUNS: Final = "DELETE FROM pending_interrupts" + _OF
+DELETE_RUNS: Final = "DELETE FROM runs" + _OF
