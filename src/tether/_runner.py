@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 from ._context import sync_drive
+from .audit import answer_entry
 from .checkpoint import Checkpoint
 from .errors import (
     AlreadyResumed,
@@ -269,13 +270,15 @@ async def claim(
     previous = lease.previous_owner if lease is not None and lease.execution_id == eid else None
     value = None if resume_value is None else resume_value.to_dict()
     # Bound to this row's question in the claim's own statement: the answers are bound to its
-    # identity below, so a claim landing on a newer question would misapply them.
+    # identity below, so a claim landing on a newer question would misapply them. A claim
+    # that stores an answer records it in the run's audit trail in the same transaction.
     won = await store.aclaim_interrupt(
         eid,
         owner=owner,
         resume_value=value,
         lease_seconds=lease_seconds,
         checkpoint_id=cp.checkpoint_id,
+        audit=None if resume_value is None else answer_entry(eid, resume_value, cp),
     )
     if won is None:
         pending = await store.aget_pending_interrupt(eid)

@@ -204,3 +204,32 @@ def latest_forkable(
             execution_id, before_seq=last.seq, agent_path_prefix=agent_path_prefix
         )
     return last
+
+
+def run_result(rows: list[Checkpoint]) -> dict[str, Any] | None:
+    """What a finished run ended with, read from its rows (seq order): ``None`` while its
+    newest row is not a run-end marker (running, paused, or a failed run resumed since).
+
+    The one home of what a run-end row means (docs/design.md, "The record"):
+
+    - ``completed``: ``{"status": "completed", "output": ...}``; an agent's run-end row keeps
+      its final text in ``node_output["output"]``, a chain's output is its final state, the
+      run-end row's ``state_snapshot`` (kept once, not copied into ``node_output``);
+    - ``failed``: ``{"status": "failed", "error": "<Type>: <message>", "failed_node_id":
+      ...}`` (``None`` when the failure came from outside any step).
+
+    Both carry ``"checkpoint_id"``, the run-end row's.
+    """
+    if not rows or not rows[-1].is_run_end:
+        return None
+    end = rows[-1]
+    kept = end.node_output if isinstance(end.node_output, dict) else {}
+    if end.status == "failed":
+        return {
+            "status": "failed",
+            "error": kept.get("error"),
+            "failed_node_id": kept.get("node_id"),
+            "checkpoint_id": end.checkpoint_id,
+        }
+    output = kept.get("output", end.state_snapshot)
+    return {"status": "completed", "output": output, "checkpoint_id": end.checkpoint_id}

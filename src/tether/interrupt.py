@@ -38,7 +38,10 @@ class Resume:
     Attributes:
         approved: whether the human approved.
         data: any JSON-able payload, e.g. edited values.
-        metadata: free-form JSON-able details (who answered, a note).
+        metadata: free-form JSON-able details. Three keys make the answer's entry in the
+            run's audit trail (:mod:`tether.audit`): ``"answered_by"`` (who answered, a
+            str), ``"note"`` (a str) and ``"via"`` (the surface: ``"cli"``, ``"web"``,
+            ``"api"``, ``"code"`` (the default) or ``"worker"``).
         checkpoint_id: the question this answers: the ``checkpoint_id`` of the pending
             interrupt the human was shown (``result.pending_interrupt["checkpoint_id"]``,
             ``PendingInterrupt.checkpoint_id``). A resume given it is refused with
@@ -73,6 +76,11 @@ class Resume:
                 "Resume.checkpoint_id must be a non-empty str (the pending interrupt's "
                 f"checkpoint_id) or None, got {self.checkpoint_id!r}"
             )
+        from .audit import check_answer_metadata  # imports nothing from here at load time
+
+        wrong = check_answer_metadata(self.metadata)
+        if wrong is not None:
+            raise ChainResumeError(wrong)
         from .serde import dumps  # serde imports nothing from here; local to keep layers clear
 
         dumps(self.to_dict(), "resume_value")

@@ -7,6 +7,7 @@ Runs are created in this process with ``tests.support.chains.orders_chain`` (val
 
 from __future__ import annotations
 
+import getpass
 import json
 import subprocess
 import sys
@@ -240,7 +241,7 @@ def test_approve_without_app_stores_the_answer_and_resume_with_app_completes(sto
     assert pending.resume_value == {
         "approved": True,
         "data": None,
-        "metadata": {"via": "cli", "note": "from the phone"},
+        "metadata": {"via": "cli", "answered_by": getpass.getuser(), "note": "from the phone"},
     }
     run = store.get_run(eid)
     assert run is not None and run.status == "paused"

@@ -93,7 +93,7 @@ def test_api_approve_resumes_the_run_and_a_second_approval_is_409_and_changes_no
     assert body["resume_value"] == {
         "approved": True,
         "data": {"cap": 400},
-        "metadata": {"via": "web", "note": "fine"},
+        "metadata": {"via": "api", "note": "fine"},
     }
     assert body["output"]["approved"] is True and body["output"]["notified"] is True
     rows_before = len(store.list(eid))
@@ -125,7 +125,7 @@ def test_without_a_runner_for_the_run_the_answer_is_stored_and_says_so(store):
         assert pending.resume_value == {
             "approved": True,
             "data": [1],
-            "metadata": {"via": "web", "note": "ok"},
+            "metadata": {"via": "api", "note": "ok"},
         }
         assert store.get_run(eid).status == "paused"
         again = client.post(f"/api/runs/{eid}/reject", json={}, headers=bearer())
@@ -308,17 +308,21 @@ def test_sessions_are_signed_and_expire():
     assert not sessions.csrf_ok(session, "")
 
 
-def test_ids_holding_a_slash_open_and_answer(client, store):
+def test_ids_holding_a_slash_open_and_answer_only_when_encoded_as_one_segment(client, store):
     from tests.support.chains import orders_chain
 
     eid = "tenant/order-1"
     orders_chain(store).run({"order_id": "S-1", "amount": 500}, execution_id=eid)
-    assert client.get(f"/api/runs/{eid}", headers=bearer()).json()["run"]["execution_id"] == eid
-    answered = client.post(f"/api/runs/{eid}/approve", json={}, headers=bearer())
+    split = client.get(f"/api/runs/{eid}", headers=bearer())
+    assert split.status_code == 404 and "percent-encoded" in split.json()["error"]
+    encoded = "tenant%2Forder-1"
+    shown = client.get(f"/api/runs/{encoded}", headers=bearer())
+    assert shown.json()["run"]["execution_id"] == eid
+    answered = client.post(f"/api/runs/{encoded}/approve", json={}, headers=bearer())
     assert answered.status_code == 200, answered.text
     assert store.get_run(eid).status == "completed"
     assert login(client).status_code == 303
-    page = client.get(f"/runs/{eid}")
+    page = client.get(f"/runs/{encoded}")
     assert page.status_code == 200 and "tenant/order-1" in page.text
 
 
@@ -381,3 +385,24 @@ def test_the_timeline_labels_rows_by_what_they_record(store):
         assert login(c).status_code == 303
         page = c.get(f"/runs/{failed.execution_id}").text
     assert "before tool call" in page and "<th>step_type</th>" not in page
+
+
+def test_api_run_shows_the_answer_in_the_audit_trail_and_the_completed_runs_output(client, store):
+    eid = paused_run(store)
+    question = store.get_pending_interrupt(eid).checkpoint_id
+    client.post(
+        f"/api/runs/{eid}/approve", json={"note": "fine", "data": {"cap": 4}}, headers=bearer()
+    )
+
+    shown = client.get(f"/api/runs/{eid}", headers=bearer()).json()
+    [entry] = shown["audit"]
+    assert (entry["action"], entry["via"], entry["actor"], entry["note"], entry["data"]) == (
+        "approved",
+        "api",
+        None,  # the shared token names nobody
+        "fine",
+        {"cap": 4},
+    )
+    assert entry["checkpoint_id"] == question and entry["interrupt"]["node_id"] == "review"
+    assert shown["result"]["status"] == "completed"
+    assert shown["result"]["output"]["notified"] is True

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import click
 
 from ..connect import DEFAULT_URL, connect
-from ..errors import ConfigurationError, StoreUnavailableError
+from ..errors import ConfigurationError
 from ..registry import Registry, load_app
+from ..store._probe import check_sqlite
 from ..store.base import Checkpointer
 from . import _errors
 from ._render import err
@@ -26,14 +26,52 @@ TRACEBACK_ENV = "TETHER_TRACEBACK"
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(package_name="tether", prog_name="tether")
-def cli() -> None:
+@click.option("--db", "db_url", metavar="URL", help="The store, for every command (as its --db).")
+@click.option("--app", "app_spec", metavar="MODULE:ATTR", help="Your runners (as --app).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (as a command's --json).")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None, app_spec: str | None, as_json: bool) -> None:
     """Operate durable tether runs: inspect, answer, resume, fork, prune.
 
     Every command reads the store named by --db (default: $TETHER_DATABASE_URL, else
     sqlite:///tether.db). Commands that continue a run import your runners with
-    --app module:attribute (default: $TETHER_APP). Exit codes: 0 ok, 1 unexpected error or the
-    run failed, 2 already resumed, 3 not found, 4 bad input, 5 store unavailable.
+    --app module:attribute (default: $TETHER_APP). --db, --app and --json may also come
+    before the command (tether --db URL runs list). Exit codes: 0 ok, 1 unexpected error or
+    the run failed, 2 already resumed, 3 not found, 4 bad input, 5 store unavailable.
     """
+    # Given before the command, --db and --app act as its environment variables do: the
+    # command's own option still wins, and both beat anything set outside.
+    for name, value in (("TETHER_DATABASE_URL", db_url), ("TETHER_APP", app_spec)):
+        if value is not None:
+            _set_env_until_close(ctx, name, value)
+    if as_json:
+        ctx.default_map = _defaults_for(cli, {"as_json": True})
+
+
+def _set_env_until_close(ctx: click.Context, name: str, value: str) -> None:
+    before = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    ctx.call_on_close(restore)
+
+
+def _defaults_for(command: click.Command, values: dict[str, Any]) -> dict[str, Any]:
+    """A click ``default_map`` giving ``values`` to every subcommand that takes them."""
+    found: dict[str, Any] = {}
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            nested = _defaults_for(sub, values)
+            if nested:
+                found[name] = nested
+    else:
+        found = {k: v for k, v in values.items() if any(p.name == k for p in command.params)}
+    return found
 
 
 def store_options(fn: F) -> F:
@@ -77,16 +115,25 @@ def display_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(url: str, *, create: bool = False) -> Checkpointer:
-    """Open the store at ``url`` (which runs its forward-only migrations).
+def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Checkpointer:
+    """Open the store at ``url``.
+
+    Unless ``create``, the database is first looked at read-only
+    (:mod:`tether.store._probe`): a missing file or schema, an empty file or another
+    application's database is an error naming it, and nothing is created; an unreachable
+    Postgres server fails within seconds with one line.
 
     Args:
         url: a ``tether.connect`` URL.
-        create: allow creating a new SQLite file; otherwise a missing file is an error, so a
-            mistyped path does not quietly produce an empty database.
+        create: a command that writes first (``db migrate``, ``enqueue``): create the store
+            when it is missing and migrate it forward.
+        migrate: a command that changes runs (``approve``, ``resume``, ``worker``...): the
+            store must exist, and an older schema is migrated forward. Otherwise (reading
+            only) an older schema is an error naming ``tether db migrate``.
 
     Raises:
-        StoreUnavailableError: ``create`` is false and the SQLite file does not exist.
+        StoreUnavailableError: (not ``create``) no store at ``url``, or it cannot be reached.
+        CorruptRecordError: the SQLite file is not a database.
     """
     if not url.strip():
         raise ConfigurationError(
@@ -94,14 +141,19 @@ def open_store(url: str, *, create: bool = False) -> Checkpointer:
             "sqlite:///path.db or postgresql://..."
         )
     parts = urlsplit(url)
-    if not create and parts.scheme.lower() == "sqlite" and parts.netloc != ":memory:":
+    scheme = parts.scheme.lower()
+    if not create and scheme == "sqlite" and parts.netloc != ":memory:":
         path = unquote(parts.path)
         path = path[1:] if path.startswith("/") else path
-        if path and path != ":memory:" and not Path(path).exists():
-            raise StoreUnavailableError(
-                f"no database at {path!r}; check --db / TETHER_DATABASE_URL, or create it "
-                "with `tether db migrate`"
-            )
+        if path and path != ":memory:":
+            check_sqlite(path, allow_older=migrate)
+    elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        try:
+            from ..store._probe import check_postgres
+        except ImportError:
+            pass  # no postgres extra: connect() names it
+        else:
+            check_postgres(url, allow_older=migrate)
     return connect(url)
 
 
@@ -147,11 +199,12 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, maintenance, runs, serve, worker
+    from . import answer, audit, maintenance, runs, serve, worker
 
     for command in (
         *runs.COMMANDS,
         *answer.COMMANDS,
+        *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
         *worker.COMMANDS,

@@ -21,6 +21,7 @@ import click
 from rich.markup import escape
 
 from .._runner import question_changed
+from ..audit import answer_entry, answer_metadata, os_user
 from ..checkpoint import Checkpoint, latest_forkable
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
@@ -145,10 +146,24 @@ def question_line(pending: PendingInterrupt) -> str:
     )
 
 
-def _store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
-    """Store ``value`` for the question it is bound to, or refuse it naming what happened."""
+def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
+    """Store ``value`` for the question it is bound to, with its audit entry, or refuse it
+    naming what happened.
+
+    Raises:
+        InterruptChangedError: the run waits on another question than ``value``'s.
+        AlreadyResumed: the question was answered or resumed meanwhile.
+    """
     assert value.checkpoint_id is not None
-    if store.answer_interrupt(execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id):
+    question: Checkpoint | PendingInterrupt | None = store.get_checkpoint(
+        execution_id, value.checkpoint_id
+    )
+    if question is None:
+        question = store.get_pending_interrupt(execution_id)
+    audit = None if question is None else answer_entry(execution_id, value, question)
+    if store.answer_interrupt(
+        execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id, audit=audit
+    ):
         return
     now = store.get_pending_interrupt(execution_id)
     if now is None or now.checkpoint_id != value.checkpoint_id:
@@ -164,16 +179,15 @@ def _answer(
     approved: bool,
     data: Any,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
 ) -> int:
-    metadata: dict[str, Any] = {"via": "cli"}
-    if note is not None:
-        metadata["note"] = note
+    metadata = answer_metadata("cli", by or os_user(), note)
     verdict = "approved" if approved else "rejected"
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         pending = _answerable(store, execution_id, checkpoint_id)
         value = Resume(approved, data, metadata, checkpoint_id=pending.checkpoint_id)
@@ -188,7 +202,7 @@ def _answer(
                 as_json,
                 checkpoint_id=pending.checkpoint_id,
             )
-        _store_answer(store, execution_id, value)
+        store_answer(store, execution_id, value)
     finally:
         store.close()
     if as_json:
@@ -214,7 +228,11 @@ def _answer(
 
 
 _DATA_HELP = "JSON payload for the answer (Resume.data), e.g. '{\"amount\": 400}'."
-_NOTE_HELP = "A note kept with the answer (Resume.metadata['note'])."
+_NOTE_HELP = "A note kept with the answer in the run's audit trail (Resume.metadata['note'])."
+_BY_HELP = (
+    "Who answers, as the run's audit trail records it (Resume.metadata['answered_by']). "
+    "Default: the OS user running the command."
+)
 _CHECKPOINT_HELP = (
     "The question you answer: the pending interrupt's checkpoint_id (`tether pending list`). "
     "The answer is refused if the run waits on another question. Default: the question "
@@ -226,6 +244,7 @@ _CHECKPOINT_HELP = (
 @click.argument("execution_id")
 @click.option("--data", metavar="JSON", help=_DATA_HELP)
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--by", metavar="NAME", help=_BY_HELP)
 @click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
@@ -233,6 +252,7 @@ def approve(
     execution_id: str,
     data: str | None,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
@@ -244,25 +264,27 @@ def approve(
     stored for `tether resume` or a worker to continue.
     """
     payload = _parse_json(data, "--data")
-    return _answer(execution_id, True, payload, note, checkpoint_id, app_spec, db_url, as_json)
+    return _answer(execution_id, True, payload, note, by, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("reject")
 @click.argument("execution_id")
 @click.option("--note", metavar="TEXT", help=_NOTE_HELP)
+@click.option("--by", metavar="NAME", help=_BY_HELP)
 @click.option("--checkpoint", "checkpoint_id", metavar="CID", help=_CHECKPOINT_HELP)
 @app_option(required=False)
 @store_options
 def reject(
     execution_id: str,
     note: str | None,
+    by: str | None,
     checkpoint_id: str | None,
     app_spec: str | None,
     db_url: str,
     as_json: bool,
 ) -> int:
     """Reject a run's pending interrupt (same modes as approve)."""
-    return _answer(execution_id, False, None, note, checkpoint_id, app_spec, db_url, as_json)
+    return _answer(execution_id, False, None, note, by, checkpoint_id, app_spec, db_url, as_json)
 
 
 @click.command("resume")
@@ -271,7 +293,7 @@ def reject(
 @store_options
 def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
     """Continue a run that crashed or failed, or whose answer was stored."""
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         pending = store.get_pending_interrupt(execution_id)
@@ -325,7 +347,7 @@ def fork(
     updates = _parse_json(state_json, "--state")
     if updates is not None and not isinstance(updates, dict):
         raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
         if checkpoint_id is None:

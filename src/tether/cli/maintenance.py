@@ -19,16 +19,16 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
 _BATCHES = 50
 
 
-def parse_duration(text: str) -> _dt.timedelta:
+def parse_duration(text: str, option: str = "--older-than") -> _dt.timedelta:
     """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` (decimals allowed) as a timedelta.
 
     Raises:
-        CommandError: (exit 4) anything else.
+        CommandError: (exit 4) anything else, naming ``option``.
     """
     match = _DURATION.match(text)
     if match is None:
         raise _errors.CommandError(
-            f"--older-than {text!r} is not a duration; use a number and a unit s, m, h or d, "
+            f"{option} {text!r} is not a duration; use a number and a unit s, m, h or d, "
             "e.g. 30d or 12h",
             _errors.BAD_INPUT,
         )
@@ -85,7 +85,7 @@ def prune(older_than: str, dry_run: bool, db_url: str, as_json: bool) -> int:
     """
     age = parse_duration(older_than)
     cutoff = _dt.datetime.now(_dt.UTC) - age
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     try:
         result = plan = store.prune(cutoff, dry_run=True)
         if not dry_run and plan.runs:

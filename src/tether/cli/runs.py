@@ -11,10 +11,11 @@ from rich.table import Table
 
 from .._stale import lease_lapses_at, staleness
 from .._trace import trace_id_of
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, run_result
 from ..errors import RunNotFoundError
 from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
+from ._filters import RUN_STATUSES, runner_filter, runner_label
 from ._render import (
     compact,
     diff_markup,
@@ -26,7 +27,6 @@ from ._render import (
     when,
 )
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
 #: Ids are copied into the next command, so their column never wraps or truncates.
 ID_COLUMN: dict[str, Any] = {"no_wrap": True, "overflow": "ignore", "min_width": 32}
 
@@ -111,6 +111,19 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
     }
 
 
+def audit_line(entry: dict[str, Any]) -> str:
+    """One audit entry (:meth:`tether.audit.AuditEntry.as_dict`) as a line of markup: when,
+    what, who, how, the question and the note."""
+    question = entry.get("interrupt") or {}
+    about = f" {question.get('reason')!r} at {question.get('node_id')}" if question else ""
+    note = f"  note: {entry['note']}" if entry.get("note") else ""
+    data = f"  data: {compact(entry['data'], 80)}" if entry.get("data") is not None else ""
+    return escape(
+        f"{when(entry['at'])}  {entry['action']}{about} by {entry['actor'] or '(not named)'} "
+        f"via {entry['via']}{note}{data}"
+    )
+
+
 def pending_state(pending: PendingInterrupt) -> str:
     """``waiting`` for an answer, ``answered`` (stored, not yet resumed) or ``claimed``."""
     if pending.claimed_by:
@@ -125,7 +138,12 @@ def runs_group() -> None:
 
 @runs_group.command("list")
 @click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option("--name", "runner_name", metavar="RUNNER", help="Only runs of this runner.")
+@click.option(
+    "--name",
+    "runner_name",
+    metavar="RUNNER",
+    help="Only runs of this runner ('orders' or 'chain:orders').",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @store_options
 def runs_list(
@@ -134,7 +152,7 @@ def runs_list(
     """List runs, newest first."""
     store = open_store(db_url)
     try:
-        found = store.list_runs(status=status, runner_name=runner_name, limit=limit)
+        found = store.list_runs(status=status, runner_name=runner_filter(runner_name), limit=limit)
         pruned = missing_parents(store, found)
     finally:
         store.close()
@@ -155,7 +173,7 @@ def runs_list(
         note = run_note(run, run.parent_execution_id in pruned)
         table.add_row(
             run.execution_id,
-            escape(f"{run.runner_kind}:{run.runner_name}"),
+            escape(runner_label(run)),
             run_status_markup(run),
             when(run.created_at),
             when(run.updated_at),
@@ -198,35 +216,56 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
     return rows
 
 
+def run_detail(store: Checkpointer, execution_id: str) -> dict[str, Any]:
+    """Everything about one run, as ``tether runs show --json`` prints it and
+    ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
+    output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
+    while it has not ended), ``checkpoints`` (:func:`timeline`), ``pending_interrupt``,
+    ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
+    oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
+
+    Raises:
+        RunNotFoundError: no such run.
+    """
+    run = store.get_run(execution_id)
+    if run is None:
+        raise RunNotFoundError(
+            f"no run with execution_id {execution_id!r}", execution_id=execution_id
+        )
+    rows = store.list(execution_id)
+    pending = store.get_pending_interrupt(execution_id)
+    return {
+        "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
+        "result": run_result(rows),
+        "checkpoints": timeline(run, rows),
+        "pending_interrupt": None if pending is None else pending_json(pending),
+        "idempotency": store.list_idempotent(execution_id),
+        "audit": [entry.as_dict() for entry in store.list_audit(execution_id)],
+    }
+
+
 @runs_group.command("show")
 @click.argument("execution_id")
 @store_options
 def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
-    """Show a run: its checkpoint timeline with state diffs, pending interrupt and
-    idempotency cache."""
+    """Show a run: its result, checkpoint timeline with state diffs, pending interrupt,
+    audit trail (who answered, when, how) and idempotency cache."""
     store = open_store(db_url)
     try:
+        detail = run_detail(store, execution_id)
         run = store.get_run(execution_id)
-        if run is None:
-            raise RunNotFoundError(
-                f"no run with execution_id {execution_id!r}", execution_id=execution_id
-            )
-        rows = timeline(run, store.list(execution_id))
         pending = store.get_pending_interrupt(execution_id)
-        cache = store.list_idempotent(execution_id)
-        parent_pruned = bool(missing_parents(store, [run]))
     finally:
         store.close()
     if as_json:
-        emit_json(
-            {
-                "run": run_json(run, parent_pruned=parent_pruned),
-                "checkpoints": rows,
-                "pending_interrupt": None if pending is None else pending_json(pending),
-                "idempotency": cache,
-            }
-        )
+        emit_json(detail)
         return 0
+    assert run is not None
+    rows, cache, parent_pruned = (
+        detail["checkpoints"],
+        detail["idempotency"],
+        detail["run"]["parent_pruned"],
+    )
     stale = staleness(run)
     out.print(
         f"[bold]{run.execution_id}[/]  {escape(run.runner_kind)}:{escape(run.runner_name)}  "
@@ -246,7 +285,15 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
     if run.owner:
         lease = "lapsed at" if stale is not None and stale.reason == "lease_lapsed" else "until"
         out.print(f"owner {escape(run.owner)} (lease {lease} {when(lease_lapses_at(run))})")
-    if run.error:
+    result = detail["result"]
+    if result is not None and result["status"] == "completed":
+        out.print(f"[green]output[/] {escape(compact(result['output'], 400))}")
+    elif result is not None:
+        at = result["failed_node_id"]
+        out.print(
+            f"[red]failed[/]{' at ' + escape(at) if at else ''}: {escape(str(result['error']))}"
+        )
+    elif run.error:
         out.print(f"[red]error[/] {escape(run.error)}")
     table = Table(title="checkpoints", show_edge=False, header_style="bold", title_justify="left")
     table.add_column("seq", no_wrap=True)
@@ -278,6 +325,10 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
         out.print(f"  context: {escape(compact(pending.context, 200))}")
         if pending.resume_value is not None:
             out.print(f"  answer:  {escape(compact(pending.resume_value, 200))}")
+    if detail["audit"]:
+        out.print(f"\n[bold]audit trail[/] ({len(detail['audit'])})")
+        for entry in detail["audit"]:
+            out.print(f"  {audit_line(entry)}")
     if cache:
         out.print(f"\n[bold]idempotency cache[/] ({len(cache)})")
         for key, value in sorted(cache.items()):

@@ -32,7 +32,22 @@ TOKEN_ENV = "TETHER_UI_TOKEN"  # noqa: S105 - the variable's name, not a secret
     is_flag=True,
     help="Serve without a token (only on a loopback host such as 127.0.0.1).",
 )
-def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool) -> int:
+@click.option(
+    "--allowed-host",
+    "allowed_host",
+    multiple=True,
+    metavar="NAME",
+    help="Another host name operators reach this server by (a proxy's name); repeatable. "
+    "Requests for any other Host are refused (DNS rebinding).",
+)
+def serve(
+    db_url: str,
+    app_spec: str | None,
+    host: str,
+    port: int,
+    no_auth: bool,
+    allowed_host: tuple[str, ...],
+) -> int:
     """Serve the approvals page and the JSON API under /api/.
 
     Operators log in with the token in $TETHER_UI_TOKEN; scripts send it as
@@ -43,6 +58,7 @@ def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool
         import uvicorn
 
         from ..web import create_app, is_loopback
+        from ..web._guard import allowed_hosts_for
     except ImportError as exc:
         raise _errors.CommandError(
             f"tether serve needs the web extra ({exc.name} is missing): pip install 'tether[web]'",
@@ -61,9 +77,16 @@ def serve(db_url: str, app_spec: str | None, host: str, port: int, no_auth: bool
             "loopback host)",
             _errors.BAD_INPUT,
         )
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     registry = open_app(app_spec, db_url) if app_spec else None
-    app = create_app(store, registry=registry, token=token, no_auth=no_auth)
+    hosts = allowed_hosts_for(host, allowed_host)
+    if not hosts:
+        raise _errors.CommandError(
+            f"listening on {host!r} answers to no host name: name the ones operators use with "
+            "--allowed-host (e.g. --allowed-host approvals.example.com)",
+            _errors.BAD_INPUT,
+        )
+    app = create_app(store, registry=registry, token=token, no_auth=no_auth, allowed_hosts=hosts)
     shown = f"[{host}]" if ":" in host else host
     err.print(
         f"tether: serving {display_url(db_url)} on http://{shown}:{port}/"

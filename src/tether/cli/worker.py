@@ -11,8 +11,10 @@ import threading
 import click
 
 from ..connect import DEFAULT_URL
+from ..store.base import Checkpointer
 from . import _errors
 from ._app import app_option, display_url, open_app, open_store, store_options
+from ._filters import runner_filter
 from ._render import err, out
 
 _DB_OPTION = click.option(
@@ -72,7 +74,7 @@ def worker(
             raise _errors.CommandError(f"--limit takes NAME=N, got {item!r}", _errors.BAD_INPUT)
         per_runner[name] = int(n)
     registry = open_app(app_spec, db_url)
-    store = open_store(db_url)
+    store = open_store(db_url, migrate=True)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -113,6 +115,7 @@ def worker(
 
 @click.command("enqueue")
 @store_options
+@app_option(required=False)
 @click.argument("runner_name")
 @click.argument("input_json", metavar="INPUT_JSON", default="null")
 @click.option("--id", "execution_id", default=None, help="The run's execution_id (idempotent).")
@@ -120,20 +123,37 @@ def worker(
 def enqueue(
     db_url: str,
     as_json: bool,
+    app_spec: str | None,
     runner_name: str,
     input_json: str,
     execution_id: str | None,
     priority: int,
 ) -> int:
-    """Queue a run of RUNNER_NAME with INPUT_JSON for a worker to start; print its id."""
+    """Queue a run of RUNNER_NAME with INPUT_JSON for a worker to start; print its id.
+
+    With --app (or $TETHER_APP), a RUNNER_NAME the app does not have is refused (no worker
+    could start the run). Without it, a name no run in the store has used yet is queued with
+    a warning that names the runners the store knows.
+    """
     from ..worker import enqueue as do_enqueue
 
+    runner_name = runner_filter(runner_name) or runner_name
     try:
         value = json.loads(input_json)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(f"INPUT_JSON is not JSON: {exc}", _errors.BAD_INPUT) from None
-    store = open_store(db_url)
+    if app_spec:
+        known = open_app(app_spec, db_url).names()
+        if runner_name not in known:
+            raise _errors.CommandError(
+                f"no runner named {runner_name!r} in {app_spec}: a worker could never start "
+                f"the run. Runners: {', '.join(known) or 'none'}",
+                _errors.BAD_INPUT,
+            )
+    store = open_store(db_url, create=True)
     try:
+        if not app_spec:
+            _warn_if_unseen(store, runner_name)
         eid = do_enqueue(store, runner_name, value, execution_id=execution_id, priority=priority)
     finally:
         store.close()
@@ -142,6 +162,19 @@ def enqueue(
     else:
         out.print(eid, markup=False, highlight=False)
     return _errors.OK
+
+
+def _warn_if_unseen(store: Checkpointer, runner_name: str) -> None:
+    if store.list_runs(runner_name=runner_name, limit=1):
+        return
+    seen = sorted({r.runner_name for r in store.list_runs(limit=1000)})
+    err.print(
+        f"tether: warning: no run of a runner named {runner_name!r} in this store yet "
+        f"(runners seen: {', '.join(seen) or 'none'}); the run waits until a worker has it. "
+        "Pass --app to check the name against your runners",
+        markup=False,
+        highlight=False,
+    )
 
 
 COMMANDS = (worker, enqueue)

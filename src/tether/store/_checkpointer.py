@@ -15,6 +15,7 @@ import datetime as _dt
 import time
 from typing import Any, TypedDict, Unpack
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec
 from ._operations import StoreOperations
@@ -35,6 +36,7 @@ class _PutOptions(TypedDict, total=False):
 class _ClaimOptions(TypedDict, total=False):
     steal_from: str | None
     checkpoint_id: str | None
+    audit: AuditEntry | None
 
 
 class PlanCheckpointer(StoreOperations):
@@ -266,6 +268,8 @@ class PlanCheckpointer(StoreOperations):
             steal_from: a claimer known to be dead.
             checkpoint_id: claim only the question recorded at this interrupted checkpoint
                 (``None``: whichever is pending).
+            audit: the entry recording ``resume_value`` in the run's audit trail, appended
+                in the same transaction when the claim stores the answer.
 
         Returns:
             The claimed row with the stored answer, or ``None`` if the caller lost. The run is
@@ -295,7 +299,8 @@ class PlanCheckpointer(StoreOperations):
         options: _ClaimOptions,
     ) -> Plan[PendingInterrupt | None]:
         steal, cid = options.get("steal_from"), options.get("checkpoint_id")
-        return self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal, cid)
+        audit = options.get("audit")
+        return self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal, cid, audit)
 
     delete_pending_interrupt_atomic = claim_interrupt
     """The contract's name for :meth:`claim_interrupt` (docs/storage.md)."""
@@ -325,10 +330,13 @@ class PlanCheckpointer(StoreOperations):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
-        claimed, or (given ``checkpoint_id``) is not the question recorded at it."""
-        plan = self._answer_plan(execution_id, resume_value, checkpoint_id)
+        claimed, or (given ``checkpoint_id``) is not the question recorded at it. ``audit`` is
+        appended to the run's audit trail in the same transaction when the answer is
+        stored."""
+        plan = self._answer_plan(execution_id, resume_value, checkpoint_id, audit)
         return self._db.run("answer_interrupt", plan, write=True, execution_id=execution_id)
 
     # --- idempotency ----------------------------------------------------------------------

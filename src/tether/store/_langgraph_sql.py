@@ -174,3 +174,17 @@ COPY_WRITES: Final = (
     "idx, channel, type, value, task_path) SELECT %s, checkpoint_ns, checkpoint_id, task_id, "
     "idx, channel, type, value, task_path FROM {schema}.langgraph_writes WHERE thread_id = %s"
 )
+
+# tether prune: a finished LangGraph run (runner kind ``langgraph``, execution_id = thread_id)
+# takes its thread with it. Run before the run rows go (the kind is read from them).
+_PRUNED_LANGGRAPH: Final = (
+    "SELECT execution_id FROM {schema}.runs WHERE execution_id = ANY(%s) "
+    "AND runner_kind = 'langgraph'"
+)
+POSTGRES_PRUNE_THREADS: Final = (
+    f"DELETE FROM {{schema}}.langgraph_writes WHERE thread_id IN ({_PRUNED_LANGGRAPH})",
+    f"DELETE FROM {{schema}}.langgraph_checkpoints WHERE thread_id IN ({_PRUNED_LANGGRAPH})",
+)
+SQLITE_PRUNE_THREAD: Final = tuple(
+    for_sqlite(s.replace("= ANY(%s)", "= %s")) for s in POSTGRES_PRUNE_THREADS
+)

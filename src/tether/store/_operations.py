@@ -19,8 +19,10 @@ from __future__ import annotations
 import builtins
 from typing import Any, Protocol, TypeVar
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec
+from ._audit_codec import audit_named_params
 from ._heads import HeadCache
 from ._leases import Fences, creation_lease_seconds
 from ._plans import Plan, Result, last
@@ -326,6 +328,7 @@ class StoreOperations:
         lease_seconds: float,
         steal_from: str | None,
         checkpoint_id: str | None,
+        audit: AuditEntry | None,
     ) -> Plan[PendingInterrupt | None]:
         params = {
             "owner": owner,
@@ -335,7 +338,11 @@ class StoreOperations:
             "steal_from": steal_from,
             "checkpoint_id": checkpoint_id,
         }
-        row = (yield from self._script(self._sql.CLAIM_PENDING, params, final=True)).one()
+        script = self._sql.CLAIM_PENDING
+        if audit is not None and resume_value is not None:  # the claim stores the answer
+            script = self._sql.CLAIM_PENDING_AUDITED
+            params.update(audit_named_params(audit))
+        row = (yield from self._script(script, params, final=True)).one()
         return None if row is None else _codec.pending_from_row(row)
 
     def _renew_claim_plan(self, execution_id: str, owner: str, lease_seconds: float) -> Plan[bool]:
@@ -348,11 +355,19 @@ class StoreOperations:
         return bool((yield from self._script(self._sql.RELEASE_CLAIM, params, final=True)).rows)
 
     def _answer_plan(
-        self, execution_id: str, resume_value: dict[str, Any], checkpoint_id: str | None
+        self,
+        execution_id: str,
+        resume_value: dict[str, Any],
+        checkpoint_id: str | None,
+        audit: AuditEntry | None,
     ) -> Plan[bool]:
-        value = _codec.dump_json(resume_value, "resume_value")
-        params = {"value": value, "execution_id": execution_id, "checkpoint_id": checkpoint_id}
-        return (yield from self._count(self._sql.ANSWER_PENDING, params, final=True)) == 1
+        params = {
+            "value": _codec.dump_json(resume_value, "resume_value"),
+            "execution_id": execution_id,
+            "checkpoint_id": checkpoint_id,
+            **audit_named_params(audit),  # appended with the answer, only if it is stored
+        }
+        return bool((yield from self._script(self._sql.ANSWER_PENDING, params, final=True)).rows)
 
     # --- idempotency ----------------------------------------------------------------------
     def _get_idempotent_plan(self, execution_id: str, key: str) -> Plan[tuple[bool, Any]]:
@@ -387,6 +402,9 @@ class StoreOperations:
         result.checkpoints = yield from self._count(sql.DELETE_CHECKPOINTS_OF, of)
         result.idempotency = yield from self._count(sql.DELETE_IDEMPOTENT_OF, of)
         yield sql.DELETE_PENDING_OF_RUNS, of
+        for query in sql.DELETE_LANGGRAPH_OF_RUNS:  # read the runs' kind: before they go
+            yield query, of
+        yield sql.DELETE_AUDIT_OF_RUNS, of
         yield sql.DELETE_RUNS, of
         return result
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._langgraph_sql import POSTGRES_MIGRATION_V5
+from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
+from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._postgres_leases import MIGRATION_V2
 from ._rows import STEP_FIELDS, named
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -92,6 +93,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
     # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
     5: POSTGRES_MIGRATION_V5,
+    # v6: the audit trail (see _postgres_audit).
+    6: MIGRATION_V6,
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -232,7 +235,7 @@ SELECT_PENDING_ALL: Final = (
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches
 # nothing, so exactly one caller gets the row back. The run turns "running" in the same
 # statement.
-CLAIM_PENDING: Final = (
+_CLAIMED: Final = (
     "WITH claimed AS ("
     "UPDATE {schema}.pending_interrupts SET claimed_by = %(owner)s, "
     "claim_expires_at = now() + %(lease_seconds)s * interval '1 second', "
@@ -245,8 +248,13 @@ CLAIM_PENDING: Final = (
     f"RETURNING {_codec.PENDING_COLUMNS}), "
     "running AS (UPDATE {schema}.runs SET status = 'running', error = NULL, "
     "updated_at = now(), finished_at = NULL "
-    "WHERE execution_id IN (SELECT execution_id FROM claimed)) "
-    f"SELECT {_codec.PENDING_COLUMNS} FROM claimed",
+    "WHERE execution_id IN (SELECT execution_id FROM claimed))"
+)
+_FROM_CLAIMED: Final = f" SELECT {_codec.PENDING_COLUMNS} FROM claimed"
+CLAIM_PENDING: Final = (_CLAIMED + _FROM_CLAIMED,)
+# The claim that stores an answer records it in the audit trail in the same statement.
+CLAIM_PENDING_AUDITED: Final = (
+    _CLAIMED + ", " + AUDITED.replace("{source}", "claimed") + _FROM_CLAIMED,
 )
 RENEW_CLAIM: Final = (
     "UPDATE {schema}.pending_interrupts "
@@ -262,10 +270,14 @@ RELEASE_CLAIM: Final = (
     "WHERE execution_id IN (SELECT execution_id FROM released)) "
     "SELECT execution_id FROM released",
 )
+# Stores an answer and records it in the audit trail (when audit_* are given), one statement.
 ANSWER_PENDING: Final = (
-    "UPDATE {schema}.pending_interrupts SET resume_value = %(value)s "
+    "WITH answered AS (UPDATE {schema}.pending_interrupts SET resume_value = %(value)s "
     "WHERE execution_id = %(execution_id)s AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (%(checkpoint_id)s::text IS NULL OR checkpoint_id = %(checkpoint_id)s::text)"
+    "AND (%(checkpoint_id)s::text IS NULL OR checkpoint_id = %(checkpoint_id)s::text) "
+    "RETURNING execution_id), "
+    + AUDITED.replace("{source}", "answered")
+    + " SELECT execution_id FROM answered",
 )
 SELECT_IDEMPOTENT: Final = (
     f"SELECT value FROM {{schema}}.idempotency_cache{_OF_RUN} AND key = %(key)s"
@@ -291,3 +303,8 @@ DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints" + _OF
 DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache" + _OF
 DELETE_PENDING_OF_RUNS: Final = "DELETE FROM {schema}.pending_interrupts" + _OF
 DELETE_RUNS: Final = "DELETE FROM {schema}.runs" + _OF
+DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM {schema}.audit_log" + _OF
+# A finished LangGraph run takes its thread with it (see _langgraph_sql); before the run rows.
+DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
+    s.replace("ANY(%s)", "ANY(%(ids)s)") for s in POSTGRES_PRUNE_THREADS
+)

@@ -15,11 +15,13 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._langgraph_sql import SQLITE_MIGRATION_V5
+from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
+from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sqlite
 from ._rows import named
+from ._sqlite_audit import MIGRATION_V6
 from ._sqlite_leases import MIGRATION_V2
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -107,6 +109,8 @@ MIGRATIONS[3] = (
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
+# v6: the audit trail (see _sqlite_audit).
+MIGRATIONS[6] = MIGRATION_V6
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 RUN_KEY: Final = "runs.execution_id"
@@ -218,9 +222,14 @@ SELECT_PENDING_ALL: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts "
     "ORDER BY created_at, execution_id LIMIT :limit"
 )
+# Appends the entry given in the audit_* parameters (nothing when audit_execution_id is NULL).
+_AUDITED: Final = (
+    f"INSERT INTO audit_log ({AUDIT_INSERT_COLUMNS}, at) "
+    f"SELECT {named(':{}', AUDIT_PARAM_NAMES)}, :now WHERE :audit_execution_id IS NOT NULL"
+)
 # The claim: one statement, so exactly one concurrent caller gets the row back (the write lock
 # serialises them); the run turns "running" after it, in the same transaction.
-CLAIM_PENDING: Final = (
+_CLAIMED: Final = (
     "UPDATE pending_interrupts SET claimed_by = :owner, "
     "claim_expires_at = :now + :lease_seconds, resume_value = COALESCE(resume_value, :value) "
     "WHERE execution_id = :execution_id "
@@ -228,10 +237,14 @@ CLAIM_PENDING: Final = (
     "AND ((:value IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
     "     OR (:value IS NULL AND resume_value IS NOT NULL)) "
     "AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id) "
-    f"RETURNING {_codec.PENDING_COLUMNS}",
-    "UPDATE runs SET status = 'running', error = NULL, updated_at = :now, finished_at = NULL "
-    "WHERE execution_id = :execution_id",
+    f"RETURNING {_codec.PENDING_COLUMNS}"
 )
+_RUNNING: Final = (
+    "UPDATE runs SET status = 'running', error = NULL, updated_at = :now, finished_at = NULL "
+    "WHERE execution_id = :execution_id"
+)
+CLAIM_PENDING: Final = (_CLAIMED, _RUNNING)
+CLAIM_PENDING_AUDITED: Final = (_CLAIMED, _RUNNING, _AUDITED)
 RENEW_CLAIM: Final = (
     "UPDATE pending_interrupts SET claim_expires_at = :now + :lease_seconds "
     "WHERE execution_id = :execution_id AND claimed_by = :owner"
@@ -245,7 +258,8 @@ RELEASE_CLAIM: Final = (
 ANSWER_PENDING: Final = (
     "UPDATE pending_interrupts SET resume_value = :value "
     "WHERE execution_id = :execution_id AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id)"
+    "AND (:checkpoint_id IS NULL OR checkpoint_id = :checkpoint_id) RETURNING execution_id",
+    _AUDITED,
 )
 
 # --- idempotency -----------------------------------------------------------------------------
@@ -275,3 +289,9 @@ DELETE_CHECKPOINTS_OF: Final = "DELETE FROM checkpoints" + _OF
 DELETE_IDEMPOTENT_OF: Final = "DELETE FROM idempotency_cache" + _OF
 DELETE_PENDING_OF_RUNS: Final = "DELETE FROM pending_interrupts" + _OF
 DELETE_RUNS: Final = "DELETE FROM runs" + _OF
+DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM audit_log" + _OF
+# A finished LangGraph run takes its thread with it (see _langgraph_sql); before the run rows.
+DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
+    for_sqlite(s.replace("= ANY(%s)", " IN (SELECT value FROM json_each(:ids))"))
+    for s in POSTGRES_PRUNE_THREADS
+)

@@ -1,12 +1,14 @@
 """The storage protocol every backend implements (DESIGN section 7).
 
-Four concerns, each a table in the SQL backends:
+Five concerns, each a table in the SQL backends:
 
 - **runs**: one row per run (runner name and kind, status, owner, timestamps), so listing runs
   and finding unfinished ones never scans checkpoints;
 - **checkpoints**: the boundary records of :mod:`tether.checkpoint`;
 - **pending interrupts**: at most one per run, claimed atomically by exactly one resumer;
-- **idempotency cache**: ``(execution_id, key) -> JSON result``.
+- **idempotency cache**: ``(execution_id, key) -> JSON result``;
+- **audit trail**: who answered each interrupt, when, how and with what
+  (:class:`~tether.audit.AuditEntry`), written with the answer and pruned with the run.
 
 Backends know the record and this protocol only, never the engine. The engine calls the async
 twins (``a``-prefixed); a backend whose I/O is fast and local may implement them by calling the
@@ -20,6 +22,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, cast, get_args, runtime_checkable
 
+from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 
 __all__ = [
@@ -220,6 +223,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
 
@@ -228,6 +232,8 @@ class Checkpointer(Protocol):
         it (its claimer died: the lease lapsed, or ``steal_from`` names the dead claimer).
         With ``checkpoint_id``: only if the pending interrupt is the one recorded at that
         checkpoint, checked in the same statement (an answer is bound to the question shown).
+        With ``audit`` and ``resume_value``: the entry is appended to the run's audit trail
+        in the same transaction, only when the answer is stored.
 
         Returns:
             The claimed row (with the stored answer), or ``None`` if the caller lost.
@@ -246,12 +252,34 @@ class Checkpointer(Protocol):
         resume_value: dict[str, Any],
         *,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> bool:
         """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
         is gone or already answered, or, given ``checkpoint_id`` (the question the person was
         shown), if the run waits on another question by then: checked in the same statement,
         so an answer never lands on a question nobody saw (docs/design.md, "Interrupts and the
-        claim")."""
+        claim"). ``audit`` is appended to the run's audit trail in the same transaction, only
+        when the answer is stored (docs/design.md §5, "The audit trail")."""
+
+    # --- audit trail ----------------------------------------------------------------------
+    def record_audit(self, entry: AuditEntry) -> None:
+        """Append an entry that comes with no answer (a cancel, a state patch) to its run's
+        audit trail, in its own transaction; the store sets ``at`` and ``entry_id``.
+
+        Raises:
+            SerializationError: ``entry.data`` cannot be stored as JSON (nothing written).
+        """
+
+    def list_audit(
+        self,
+        execution_id: str | None = None,
+        *,
+        since: _dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[AuditEntry]:
+        """One run's audit trail in the order recorded; or, with ``execution_id=None``,
+        every run's entries recorded at or after ``since`` (UTC; naive is taken as UTC),
+        oldest first, at most ``limit`` (``None``: all)."""
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -310,6 +338,7 @@ class Checkpointer(Protocol):
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None: ...
     async def arenew_claim(
         self, execution_id: str, *, owner: str, lease_seconds: float
@@ -317,6 +346,7 @@ class Checkpointer(Protocol):
     async def arelease_claim(self, execution_id: str, *, owner: str) -> bool: ...
     async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]: ...
     async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any: ...
+    async def arecord_audit(self, entry: AuditEntry) -> None: ...
 
 
 @runtime_checkable
@@ -423,6 +453,7 @@ class SyncAsyncMixin:
         lease_seconds: float,
         steal_from: str | None = None,
         checkpoint_id: str | None = None,
+        audit: AuditEntry | None = None,
     ) -> PendingInterrupt | None:
         return self.claim_interrupt(
             execution_id,
@@ -431,6 +462,7 @@ class SyncAsyncMixin:
             lease_seconds=lease_seconds,
             steal_from=steal_from,
             checkpoint_id=checkpoint_id,
+            audit=audit,
         )
 
     async def arenew_claim(

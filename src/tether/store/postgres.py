@@ -54,6 +54,7 @@ from . import _postgres_sql as q
 from ._checkpointer import PlanCheckpointer
 from ._heads import HeadCache
 from ._leases import Fences
+from ._postgres_audit import PostgresAudit
 from ._postgres_io import Database, Plan
 from ._postgres_leases import PostgresLeases
 from ._refusals import schema_too_new
@@ -74,6 +75,29 @@ def _target(conninfo: str) -> str:
     return f"postgresql://{f'{user}@' if user else ''}{where}/{info.get('dbname') or ''}"
 
 
+def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``postgresql://`` URL as libpq's DSN and the constructor's options (its ``schema``
+    query parameter moved into ``options``), as :meth:`PostgresCheckpointer.from_url` reads it.
+
+    Raises:
+        ConfigurationError: not a Postgres URL, or two different schemas asked for.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(options)
+    schemas = {v for k, v in query if k == "schema"}
+    if "schema" in options:
+        schemas.add(options["schema"])
+    if len(schemas) > 1:
+        raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
+    if schemas:
+        options["schema"] = schemas.pop()
+    rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
+    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
+
+
 def _statements(render: Callable[[str], bytes]) -> SimpleNamespace:
     """Every statement of :mod:`._postgres_sql` by its name, rendered for one schema (a
     script as a tuple of statements); the unique keys' names as they are."""
@@ -90,7 +114,7 @@ def _statements(render: Callable[[str], bytes]) -> SimpleNamespace:
     return SimpleNamespace(**found)
 
 
-class PostgresCheckpointer(PostgresLeases, PlanCheckpointer):
+class PostgresCheckpointer(PostgresLeases, PostgresAudit, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -214,19 +238,7 @@ class PostgresCheckpointer(PostgresLeases, PlanCheckpointer):
         Raises:
             ConfigurationError: not a Postgres URL, or two different schemas asked for.
         """
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
-            raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = {v for k, v in query if k == "schema"}
-        if "schema" in options:
-            schemas.add(options["schema"])
-        if len(schemas) > 1:
-            raise ConfigurationError(f"conflicting schemas asked for: {sorted(schemas)}")
-        if schemas:
-            options["schema"] = schemas.pop()
-        rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
-        dsn = urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment))
+        dsn, options = split_url(url, options)
         return cls(dsn, **options)
 
     _db: Database

@@ -30,8 +30,8 @@ from ._checkpointer import PlanCheckpointer
 from ._heads import HeadCache
 from ._leases import Fences
 from ._refusals import schema_too_new
-from ._sqlite_io import SQLiteDatabase
-from ._sqlite_io import translate as _translate  # noqa: F401  (the LangGraph saver's backend)
+from ._sqlite_audit import SQLiteAudit
+from ._sqlite_io import SQLiteDatabase, translate
 from ._sqlite_leases import SQLiteLeases
 from ._sqlite_wal import WalCheckpointer
 
@@ -39,9 +39,10 @@ __all__ = ["SQLiteCheckpointer"]
 
 SCHEMA_VERSION: Final = q.SCHEMA_VERSION
 MIGRATIONS: Final = q.MIGRATIONS
+_translate: Final = translate  # the LangGraph saver's backend translates its errors with it
 
 
-class SQLiteCheckpointer(SQLiteLeases, PlanCheckpointer):
+class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:

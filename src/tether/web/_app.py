@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -14,16 +14,22 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..cli._filters import RUN_STATUSES
 from ..cli._render import compact, to_json, when
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
-from ._service import RUN_STATUSES, ActionError, Answer, Service
+from ._guard import LOOPBACK_NAMES, HostGuard
+from ._paths import RunRoutes, run_url
+from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
 
 __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+#: The largest page of a listing (``?limit=``).
+LIMIT_MAX = 1000
 
 #: No script runs on these pages; styles come from our own static file only.
 SECURITY_HEADERS = {
@@ -95,7 +101,7 @@ class _Web:
             autoescape=True,  # everything from the store is untrusted text
             undefined=StrictUndefined,
         )
-        self.templates.filters.update(when=when, pretty=_pretty, compact=compact)
+        self.templates.filters.update(when=when, pretty=_pretty, compact=compact, run_url=run_url)
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
         """A store error (a corrupt row, a database that went away) as a 500, or a 503 when
@@ -156,7 +162,9 @@ class _Web:
         return response
 
     def _login_redirect(self, request: Request) -> Response:
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        # The raw path: an id's encoding (a%2Fb) must survive the trip through the login.
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        target = raw.decode("latin-1") + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/login?next={_quote(target)}", status_code=303)
 
     def _logged_in(self, request: Request) -> tuple[Session, str | None] | None:
@@ -202,6 +210,9 @@ class _Web:
         return response
 
     def _forbidden(self, request: Request) -> Response:
+        # A throwaway session and no cookie: a refused post (often cross-site, so without the
+        # operator's SameSite cookie) must never replace the operator's session.
+        anonymous = (Session("", authenticated=False), None)
         return self._page(
             request,
             "error.html",
@@ -210,6 +221,16 @@ class _Web:
                 "Reload the page and try again."
             },
             status_code=403,
+            session=anonymous,
+        )
+
+    def not_found(self, request: Request, message: str) -> Response:
+        """A 404 naming what was asked for: JSON under ``/api/``, the error page elsewhere."""
+        if request.url.path.startswith("/api/"):
+            return _json({"error": message}, 404)
+        anonymous = (Session("", authenticated=False), None)
+        return self._page(
+            request, "error.html", {"error": message}, status_code=404, session=anonymous
         )
 
     async def pending_page(self, request: Request) -> Response:
@@ -269,7 +290,17 @@ class _Web:
 
     async def answer_form(self, request: Request) -> Response:
         execution_id = request.path_params["execution_id"]
-        approved = request.url.path.endswith("/approve")
+        approved = request.path_params["action"] == "approve"
+        try:
+            await _capped_body(request)
+        except ActionError as exc:
+            return self._page(
+                request,
+                "error.html",
+                {"error": exc.message},
+                status_code=exc.status_code,
+                session=(Session("", authenticated=False), None),
+            )
         form = await request.form()
         current = self.sessions.load(request.cookies.get(SESSION_COOKIE))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
@@ -278,6 +309,17 @@ class _Web:
         if not current.authenticated:
             return self._login_redirect(request)
         session = (current, None)
+        posted_id = _field(form.get("execution_id"))
+        if posted_id is not None and posted_id != execution_id:
+            # The form was written for another run than the address it reached.
+            return await self._render_run(
+                request,
+                session,
+                execution_id,
+                error=f"This form answers run {posted_id!r}, not {execution_id!r}; nothing "
+                "was changed. Reload the page and try again.",
+                status_code=400,
+            )
         note = (_field(form.get("note")) or "").strip() or None
         shown = (_field(form.get("checkpoint_id")) or "").strip() or None
         data_text = (_field(form.get("data")) or "").strip()
@@ -302,7 +344,9 @@ class _Web:
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
-        return RedirectResponse(f"/runs/{_quote(execution_id)}?notice={notice}", status_code=303)
+        target = run_url(execution_id)
+        joiner = "&" if "?" in target else "?"
+        return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
     def _api_denied(self, request: Request) -> Response | None:
@@ -339,7 +383,10 @@ class _Web:
     async def api_pending(self, request: Request) -> Response:
         if denied := self._api_denied(request):
             return denied
-        return _json(await self.service.pending(_limit(request)))
+        try:
+            return _json(await self.service.pending(_limit(request)))
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
 
     async def api_answer(self, request: Request) -> Response:
         if denied := self._api_denied(request):
@@ -349,7 +396,9 @@ class _Web:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return _json({"error": "send the answer as application/json"}, 415)
         try:
-            body = json.loads(await request.body() or b"{}")
+            body = json.loads(await _capped_body(request) or b"{}")
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
         except json.JSONDecodeError as exc:
             return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
         shape = 'the body is {"checkpoint_id": str?, "note": str?, "data": any?}'
@@ -359,10 +408,11 @@ class _Web:
         if not (shown is None or (isinstance(shown, str) and shown)):
             return _json({"error": f"checkpoint_id must be a non-empty string; {shape}"}, 400)
         answer = Answer(
-            request.url.path.endswith("/approve"),
+            request.path_params["action"] == "approve",
             body.get("note"),
             body.get("data"),
             checkpoint_id=shown,
+            via="api",
         )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
@@ -376,10 +426,42 @@ def _field(value: object) -> str | None:
 
 
 def _limit(request: Request, default: int = 100) -> int:
-    try:
-        return max(1, min(1000, int(request.query_params.get("limit", default))))
-    except ValueError:
+    """The ``limit`` query parameter: an integer from 1 to 1000 (default ``default``).
+
+    Raises:
+        ActionError: (400) anything else.
+    """
+    text = request.query_params.get("limit")
+    if text is None or text == "":
         return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= LIMIT_MAX:
+        raise ActionError(400, f"limit must be an integer from 1 to {LIMIT_MAX}, got {text!r}")
+    return value
+
+
+async def _capped_body(request: Request) -> bytes:
+    """The request body, refused past :data:`BODY_MAX_BYTES` before it is all read.
+
+    Raises:
+        ActionError: (413) the body is larger.
+    """
+    too_large = ActionError(413, f"the request body is larger than {BODY_MAX_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > BODY_MAX_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > BODY_MAX_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # request.form() then parses what was read here
+    return body
 
 
 def _quote(text: str) -> str:
@@ -394,6 +476,7 @@ def create_app(
     registry: Registry | None = None,
     token: str | None = None,
     no_auth: bool = False,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> Starlette:
     """The approvals page and JSON API as an ASGI application.
 
@@ -405,6 +488,10 @@ def create_app(
             password of the login form.
         no_auth: serve without a token. Only for a server on a loopback address, which
             ``tether serve`` enforces; forms still carry CSRF tokens.
+        allowed_hosts: the host names (no ports) the server answers to; any other ``Host``
+            header is refused (403), which defeats DNS rebinding. ``["*"]`` answers to any.
+            Default: the loopback names under ``no_auth``, else any host. ``tether serve``
+            passes the address it listens on (see ``docs/web.md``, "Security").
 
     Returns:
         A Starlette application (``uvicorn.run(app)`` or any ASGI server).
@@ -427,17 +514,40 @@ def create_app(
         Route("/logout", web.logout, methods=["POST"]),
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
-        # `:path` so that ids holding "/" (e.g. "tenant/order-1") reach their run.
-        Route("/runs/{execution_id:path}/approve", web.answer_form, methods=["POST"]),
-        Route("/runs/{execution_id:path}/reject", web.answer_form, methods=["POST"]),
-        Route("/runs/{execution_id:path}", web.run_page),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
-        Route("/api/runs/{execution_id:path}/approve", web.api_answer, methods=["POST"]),
-        Route("/api/runs/{execution_id:path}/reject", web.api_answer, methods=["POST"]),
-        Route("/api/runs/{execution_id:path}", web.api_run),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
+    # Everything under a run's address goes through RunRoutes, which reads the id from the
+    # raw path as one encoded segment (tether.web._paths): `/runs/a%2Fb/approve` answers
+    # run "a/b", and no id can reach another run's route. Actions: (method, sub-path).
+    pages = RunRoutes(
+        "/runs",
+        {
+            ("GET", ""): web.run_page,
+            ("POST", "approve"): web.answer_form,
+            ("POST", "reject"): web.answer_form,
+        },
+        web.not_found,
+    )
+    api = RunRoutes(
+        "/api/runs",
+        {
+            ("GET", ""): web.api_run,
+            ("POST", "approve"): web.api_answer,
+            ("POST", "reject"): web.api_answer,
+        },
+        web.not_found,
+    )
+    for prefix, routed in (("/runs", pages), ("/api/runs", api)):
+        alias = prefix[:-1]  # /run?execution_id=.. for the ids no segment can carry
+        routes += [
+            Route(f"{prefix}/{{rest:path}}", routed.dispatch, methods=["GET", "POST"]),
+            Route(alias, routed.dispatch, methods=["GET", "POST"]),
+            Route(f"{alias}/{{rest:path}}", routed.dispatch, methods=["GET", "POST"]),
+        ]
     app = Starlette(routes=routes, exception_handlers={StoreError: web.store_error})
     app.add_middleware(_SecurityHeaders)
+    hosts = allowed_hosts if allowed_hosts is not None else (LOOPBACK_NAMES if no_auth else "*")
+    app.add_middleware(HostGuard, allowed_hosts=hosts)
     return app

@@ -7,6 +7,7 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -16,17 +17,21 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .._runner import question_changed
+from ..audit import answer_metadata
 
 # The CLI registers its commands when its _app module loads, and that imports cli.runs: load
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli.runs import missing_parents, pending_json, run_json, timeline
+from ..cli._filters import RUN_STATUSES, runner_filter
+from ..cli.answer import store_answer
+from ..cli.runs import missing_parents, pending_json, run_detail, run_json
 from ..errors import (
     AlreadyResumed,
     ConfigurationError,
     InterruptChangedError,
     RunnerMismatchError,
+    RunNotFoundError,
     TetherError,
 )
 from ..interrupt import Resume
@@ -35,7 +40,11 @@ from ..store.base import Checkpointer
 
 T = TypeVar("T")
 
-RUN_STATUSES = ("running", "paused", "completed", "failed")
+#: An answer's note, in characters; its data, encoded as JSON, in bytes (docs/web.md).
+NOTE_MAX_CHARS = 2000
+DATA_MAX_BYTES = 64 * 1024
+#: A request body (the API's JSON, a form): room for the largest note and data.
+BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
 
 
 class ActionError(Exception):
@@ -59,17 +68,38 @@ class Answer:
     Attributes:
         checkpoint_id: the question the operator was shown (the pending interrupt's
             ``checkpoint_id``); ``None``: the one pending when the server reads the run.
+        via: ``web`` (the page's form) or ``api`` (the JSON API), as the audit trail
+            records it.
+        actor: the named user who answers; ``None`` under the shared token.
     """
 
     approved: bool
     note: str | None = None
     data: Any = None
     checkpoint_id: str | None = None
+    via: str = "web"
+    actor: str | None = None
+
+    def check_size(self) -> None:
+        """Refuse a note over :data:`NOTE_MAX_CHARS` (400) or data over
+        :data:`DATA_MAX_BYTES` as JSON (413).
+
+        Raises:
+            ActionError: the note or the data is too large; nothing was stored.
+        """
+        if self.note is not None and len(self.note) > NOTE_MAX_CHARS:
+            raise ActionError(
+                400, f"the note is {len(self.note)} characters; at most {NOTE_MAX_CHARS}"
+            )
+        if self.data is not None:
+            size = len(json.dumps(self.data, separators=(",", ":"), default=str).encode())
+            if size > DATA_MAX_BYTES:
+                raise ActionError(
+                    413, f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
+                )
 
     def to_resume(self, checkpoint_id: str) -> Resume:
-        metadata: dict[str, Any] = {"via": "web"}
-        if self.note:
-            metadata["note"] = self.note
+        metadata = answer_metadata(self.via, self.actor, self.note or None)
         return Resume(self.approved, self.data, metadata, checkpoint_id=checkpoint_id)
 
 
@@ -109,33 +139,29 @@ class Service:
             raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
 
         def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(status=status, runner_name=runner_name, limit=limit)
+            found = self.store.list_runs(
+                status=status, runner_name=runner_filter(runner_name), limit=limit
+            )
             pruned = missing_parents(self.store, found)
             return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
 
         return await self._off_loop(read)
 
     async def run(self, execution_id: str) -> dict[str, Any]:
-        """A run with its timeline, pending interrupt and idempotency cache (the shape of
-        ``tether runs show --json``, plus ``runner_available``).
+        """A run with its result, timeline, pending interrupt, idempotency cache and audit
+        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`,
+        plus ``runner_available``).
 
         Raises:
             ActionError: (404) no such run.
         """
 
         def read() -> dict[str, Any]:
-            run = self.store.get_run(execution_id)
-            if run is None:
-                raise ActionError(404, f"no run with execution_id {execution_id!r}")
-            pending = self.store.get_pending_interrupt(execution_id)
-            pruned = bool(missing_parents(self.store, [run]))
-            return {
-                "run": run_json(run, parent_pruned=pruned),
-                "checkpoints": timeline(run, self.store.list(execution_id)),
-                "pending_interrupt": None if pending is None else pending_json(pending),
-                "idempotency": self.store.list_idempotent(execution_id),
-                "runner_available": run.runner_name in self.registry,
-            }
+            try:
+                detail = run_detail(self.store, execution_id)
+            except RunNotFoundError:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
+            return {**detail, "runner_available": detail["run"]["runner_name"] in self.registry}
 
         return await self._off_loop(read)
 
@@ -171,10 +197,12 @@ class Service:
         question by the time it is stored or claimed.
 
         Raises:
-            ActionError: 404 no such run; 409 the interrupt was already answered, the run is
-                not waiting for an answer, waits on another question than the one answered,
-                or another resumer won the race (nothing changed).
+            ActionError: 400 a note over :data:`NOTE_MAX_CHARS`; 413 data over
+                :data:`DATA_MAX_BYTES`; 404 no such run; 409 the interrupt was already
+                answered, the run is not waiting for an answer, waits on another question
+                than the one answered, or another resumer won the race (nothing changed).
         """
+        answer.check_size()
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
@@ -209,15 +237,12 @@ class Service:
             "checkpoint_id": pending.checkpoint_id,
         }
         if run.runner_name not in self.registry:
-            stored = self.store.answer_interrupt(
-                execution_id, value.to_dict(), checkpoint_id=pending.checkpoint_id
-            )
-            if not stored:
-                now = self.store.get_pending_interrupt(execution_id)
-                if now is None or now.checkpoint_id != pending.checkpoint_id:
-                    changed = question_changed(execution_id, pending.checkpoint_id, now)
-                    raise ActionError(409, changed.message)
-                raise ActionError(409, f"run {execution_id} was answered meanwhile")
+            try:
+                store_answer(self.store, execution_id, value)
+            except InterruptChangedError as exc:
+                raise ActionError(409, exc.message) from None
+            except AlreadyResumed:
+                raise ActionError(409, f"run {execution_id} was answered meanwhile") from None
             return {
                 **base,
                 "action": "answer_stored",

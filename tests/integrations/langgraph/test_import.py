@@ -11,7 +11,12 @@ from tests.support.proc import ROOT, child_env
 
 
 def test_the_integration_exports_exactly_its_public_names() -> None:
-    assert set(integration.__all__) == {"TetherSaver", "TetherSerializer"}
+    assert set(integration.__all__) == {
+        "LangGraphResult",
+        "LangGraphRunner",
+        "TetherSaver",
+        "TetherSerializer",
+    }
     for name in integration.__all__:
         assert getattr(integration, name) is not None
 

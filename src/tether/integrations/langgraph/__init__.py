@@ -8,12 +8,19 @@ as they are, while each checkpoint is stored as what changed since the thread's 
 
     graph = builder.compile(checkpointer=TetherSaver.from_url("sqlite:///app.db"))
 
+:class:`LangGraphRunner` makes the compiled graph a tether runner: its paused threads are
+listed and answered by ``tether pending``/``approve``, the approvals page and the API, under
+tether's run lease; ``tether worker`` continues threads whose process died::
+
+    app = Registry(LangGraphRunner(graph, name="support"))
+
 ``import tether`` never imports LangGraph; only this package does.
 """
 
 from __future__ import annotations
 
+from .runner import LangGraphResult, LangGraphRunner
 from .saver import TetherSaver
 from .serde import TetherSerializer
 
-__all__ = ["TetherSaver", "TetherSerializer"]
+__all__ = ["LangGraphResult", "LangGraphRunner", "TetherSaver", "TetherSerializer"]

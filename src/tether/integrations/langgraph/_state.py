@@ -1,7 +1,7 @@
 """A LangGraph checkpoint as a tether state, so it is stored as what changed since the last one.
 
 The checkpoint is flattened into top-level keys of JSON, each stored by tether's delta codec
-(``store/_codec.py``) as set, deleted or appended since the thread's previous row:
+(``store/_delta.py``) as set, deleted or appended since the thread's previous row:
 
 ========================  ==================================================================
 key                       value
@@ -29,7 +29,7 @@ import orjson
 
 from ... import serde as _tether_serde
 from ...errors import CorruptRecordError, SerializationError
-from ...store import _codec
+from ...store import _delta
 from .serde import JSON_TYPE, TetherSerializer, refuse_executable
 
 _KNOWN: Final = frozenset(
@@ -41,7 +41,7 @@ _KNOWN: Final = frozenset(
 class ThreadHead:
     """What the writer remembers of a thread namespace's newest row (by ``seq``)."""
 
-    codec: _codec.Head
+    codec: _delta.Head
     values: dict[str, Any] = field(default_factory=dict)  # channel -> object last encoded
     versions: dict[str, Any] = field(default_factory=dict)  # channel -> its version then
 
@@ -77,7 +77,7 @@ class Encoder:
         prev_keys = prev.keys if prev is not None else {}
         prev_sources = prev.sources if prev is not None else {}
         versions = checkpoint.get("channel_versions") or {}
-        keys: dict[str, _codec.Encoded] = {
+        keys: dict[str, _delta.Encoded] = {
             "m": orjson.dumps(
                 {
                     "v": checkpoint.get("v"),
@@ -108,13 +108,13 @@ class Encoder:
                     continue
             prefix, enc_value = self._value(value, f'channel_values["{ch}"]')
             keys[prefix + ch] = enc_value
-            if prefix == "c:" and type(value) is list and _codec._scalars_only(value):
+            if prefix == "c:" and type(value) is list and _delta._scalars_only(value):
                 sources["c:" + ch] = list(value)
         for name, value in checkpoint.items():
             if name not in _KNOWN:
                 prefix, enc_value = self._value(value, name)
                 keys["x:" + name] = orjson.dumps({"p": prefix, "j": orjson.Fragment(enc_value)})
-        kind, payload, codec_head = _codec.encode_state(prev, keys, appended=hints, sources=sources)
+        kind, payload, codec_head = _delta.encode_state(prev, keys, appended=hints, sources=sources)
         if prev is None and head is not None:  # the thread's first row after others
             codec_head.seq = head.codec.seq + 1
             codec_head.base_seq = codec_head.seq
@@ -126,9 +126,9 @@ class Encoder:
         ch: str,
         value: Any,
         version: Any,
-        prev_keys: dict[str, _codec.Encoded],
+        prev_keys: dict[str, _delta.Encoded],
         prev_sources: dict[str, list[Any]],
-    ) -> tuple[str, _codec.Encoded, list[Any] | None] | None:
+    ) -> tuple[str, _delta.Encoded, list[Any] | None] | None:
         # An unchanged channel (the very object, at the same version) keeps its encoding: a
         # step pays for the channels it wrote, as LangGraph's own savers write blobs only for
         # new versions.
@@ -185,10 +185,10 @@ class Encoder:
 def _grown(
     value: list[Any],
     key: str,
-    prev_keys: dict[str, _codec.Encoded],
+    prev_keys: dict[str, _delta.Encoded],
     prev_sources: dict[str, list[Any]],
     ch: str,
-) -> tuple[_codec.Encoded, bytes, list[Any]] | None:
+) -> tuple[_delta.Encoded, bytes, list[Any]] | None:
     """A list channel that grew by appending immutable scalars to the very items last stored:
     only the new items are encoded (a step's cost follows what it appended)."""
     src = prev_sources.get(key)
@@ -200,9 +200,9 @@ def _grown(
     ):
         return None
     tail = value[n:]
-    if not _codec._scalars_only(tail):
+    if not _delta._scalars_only(tail):
         return None
     items = _tether_serde.dumps(tail, f'channel_values["{ch}"]')
     prev = prev_keys[key]
-    base = prev if type(prev) is _codec.Chunks else _codec.Chunks([_codec._as_bytes(prev)])
+    base = prev if type(prev) is _delta.Chunks else _delta.Chunks([_delta._as_bytes(prev)])
     return base.grow(items), items, src + tail

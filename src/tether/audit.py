@@ -1,0 +1,156 @@
+"""The record of decisions: who answered a run's interrupt, when, how, and with what.
+
+Checkpoints record what a run did; the audit trail records what people (and the processes
+acting for them) decided about it (docs/design.md §5, "The audit trail"). Every answer to an
+interrupt is one :class:`AuditEntry`, written by the store in the same transaction that stores
+the answer, so an answer is never applied without its record and a record never names an
+answer that was refused. Entries are kept as long as the run is (``prune`` deletes them with
+it) and never change.
+
+One shape for every kind of entry: ``action`` says what happened (``approved`` and
+``rejected`` today; a cancel, a state patch or an answer given by a deadline are further
+actions of the same shape), ``actor`` who did it, ``via`` through which surface.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .interrupt import Resume
+    from .store.base import PendingInterrupt
+
+__all__ = ["VIAS", "AuditEntry"]
+
+VIAS: Final = ("cli", "web", "api", "code", "worker")
+"""The surfaces an action can come through: the ``tether`` CLI, the web page's forms, the
+web server's JSON API, a caller in code (``resume(..., Resume(...))``), a worker acting on
+its own (an approval deadline)."""
+
+ANSWERED_BY: Final = "answered_by"
+VIA: Final = "via"
+NOTE: Final = "note"
+"""The keys of ``Resume.metadata`` an answer's audit entry is built from."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One decision about a run, as the audit trail keeps it.
+
+    Attributes:
+        execution_id: the run decided about.
+        action: what was decided: ``approved`` or ``rejected`` for an answer.
+        via: the surface it came through, one of :data:`VIAS`.
+        actor: who decided: the named user of the web page, ``--by`` or the OS user on the
+            CLI, ``Resume.metadata["answered_by"]`` in code; ``None`` when nobody was named
+            (the web page's shared token, code that names no one).
+        note: the note given with it.
+        data: the JSON payload given with it (``Resume.data`` for an answer).
+        checkpoint_id: the ``interrupted`` checkpoint whose question was answered.
+        interrupt: the question answered: ``{"reason", "key", "occurrence", "node_id",
+            "agent_path"}`` (``key`` and ``occurrence`` are ``None`` for a row written before
+            question identities).
+        at: when the store recorded it (UTC); assigned by the store.
+        entry_id: the store's sequence number for it (increasing in the order recorded);
+            assigned by the store.
+    """
+
+    execution_id: str
+    action: str
+    via: str
+    actor: str | None = None
+    note: str | None = None
+    data: Any = None
+    checkpoint_id: str | None = None
+    interrupt: dict[str, Any] | None = None
+    at: _dt.datetime | None = None
+    entry_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON-able shape ``tether runs show --json``, ``tether audit --json`` and
+        ``/api/runs/{id}`` print (``at`` stays a datetime; they print it as ISO 8601 UTC)."""
+        return {
+            "entry_id": self.entry_id,
+            "execution_id": self.execution_id,
+            "action": self.action,
+            "actor": self.actor,
+            "via": self.via,
+            "at": self.at,
+            "note": self.note,
+            "data": self.data,
+            "checkpoint_id": self.checkpoint_id,
+            "interrupt": self.interrupt,
+        }
+
+
+def os_user() -> str | None:
+    """The name of the OS user running this process, or ``None`` when it has none."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (a bare container)
+        return None
+
+
+def answer_metadata(via: str, actor: str | None, note: str | None) -> dict[str, Any]:
+    """The ``Resume.metadata`` a surface gives an answer, from which its entry is built."""
+    metadata: dict[str, Any] = {VIA: via}
+    if actor is not None:
+        metadata[ANSWERED_BY] = actor
+    if note is not None:
+        metadata[NOTE] = note
+    return metadata
+
+
+def answer_entry(
+    execution_id: str,
+    value: Resume,
+    question: Checkpoint | PendingInterrupt,
+) -> AuditEntry:
+    """The entry that records ``value`` as the answer to ``question``: the ``interrupted``
+    checkpoint the run waits on (which knows the question's identity) or its pending
+    interrupt (reason and step only).
+
+    ``via``, ``actor`` and ``note`` come from ``value.metadata`` (``via`` defaults to
+    ``code``); ``Resume`` checks their types when it is made.
+    """
+    from .checkpoint import Checkpoint
+    from .interrupt import pending_identity
+
+    meta = value.metadata
+    identity: dict[str, Any] = {"key": None, "occurrence": None}
+    if isinstance(question, Checkpoint):
+        found = pending_identity(question.node_input)
+        if found is not None:
+            identity = {"key": found.key, "occurrence": found.occurrence}
+        reason = question.interrupt_reason
+    else:
+        reason = question.reason
+    return AuditEntry(
+        execution_id=execution_id,
+        action="approved" if value.approved else "rejected",
+        via=meta.get(VIA, "code"),
+        actor=meta.get(ANSWERED_BY),
+        note=meta.get(NOTE),
+        data=value.data,
+        checkpoint_id=question.checkpoint_id,
+        interrupt={
+            "reason": reason,
+            **identity,
+            "node_id": question.node_id,
+            "agent_path": question.agent_path,
+        },
+    )
+
+
+def check_answer_metadata(metadata: dict[str, Any]) -> str | None:
+    """Why ``metadata``'s audit keys are unusable, or ``None`` when they are fine."""
+    for key in (ANSWERED_BY, NOTE):
+        if key in metadata and not (metadata[key] is None or isinstance(metadata[key], str)):
+            return f"Resume.metadata[{key!r}] must be a str, got {type(metadata[key]).__name__}"
+    if VIA in metadata and metadata[VIA] not in VIAS:
+        return f"Resume.metadata['via'] must be one of {', '.join(VIAS)}, got {metadata[VIA]!r}"
+    return None

@@ -1,0 +1,97 @@
+"""``tether audit``: the audit trail of every run, for export (docs/cli.md, "audit").
+
+Each entry is one decision about a run (:mod:`tether.audit`): who answered which question,
+when, through which surface, with which note and data.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from . import _errors
+from ._app import open_store, store_options
+from ._render import compact, emit_json, out, when
+from .maintenance import parse_duration
+from .runs import ID_COLUMN
+
+
+def parse_since(text: str) -> _dt.datetime:
+    """``--since``: an age (``7d``, ``12h``: that long ago) or an ISO 8601 date or time
+    (UTC unless it names an offset), as an aware UTC datetime.
+
+    Raises:
+        CommandError: (exit 4) neither.
+    """
+    try:
+        found = _dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        try:
+            return _dt.datetime.now(_dt.UTC) - parse_duration(text, "--since")
+        except _errors.CommandError:
+            raise _errors.CommandError(
+                f"--since {text!r} is neither an age (45s, 90m, 12h, 30d) nor an ISO 8601 "
+                "date or time (2026-01-31, 2026-01-31T09:00:00Z)",
+                _errors.BAD_INPUT,
+            ) from None
+    return found if found.tzinfo is not None else found.replace(tzinfo=_dt.UTC)
+
+
+@click.command("audit")
+@click.option(
+    "--since",
+    default="30d",
+    show_default=True,
+    metavar="AGE|TIME",
+    help="Entries recorded at or after this: an age (12h, 30d) or an ISO 8601 UTC time.",
+)
+@click.option("--run", "execution_id", metavar="EXECUTION_ID", help="Only this run's entries.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
+@store_options
+def audit(
+    since: str, execution_id: str | None, limit: int | None, db_url: str, as_json: bool
+) -> int:
+    """Export the audit trail: who approved or rejected which run, when, how, with which
+    note and data, oldest first. Entries are kept as long as their run is."""
+    start = parse_since(since)
+    store = open_store(db_url)
+    try:
+        if execution_id is None:
+            entries = store.list_audit(since=start, limit=limit)
+        else:
+            entries = [e for e in store.list_audit(execution_id) if e.at and e.at >= start]
+            entries = entries[:limit] if limit is not None else entries
+    finally:
+        store.close()
+    if as_json:
+        emit_json([e.as_dict() for e in entries])
+        return _errors.OK
+    if not entries:
+        out.print(f"[dim]no audit entries since {when(start)} UTC[/]")
+        return _errors.OK
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("at (UTC)", no_wrap=True)
+    table.add_column("execution_id", **ID_COLUMN)
+    for column in ("action", "by", "via", "question"):
+        table.add_column(column)
+    table.add_column("note / data", overflow="fold")
+    for e in entries:
+        question = e.interrupt or {}
+        extra = [e.note or "", "" if e.data is None else compact(e.data, 80)]
+        table.add_row(
+            when(e.at),
+            e.execution_id,
+            escape(e.action),
+            escape(e.actor or "(not named)"),
+            escape(e.via),
+            escape(f"{question.get('reason')} at {question.get('node_id')}" if question else "-"),
+            escape("  ".join(x for x in extra if x)),
+        )
+    out.print(table)
+    return _errors.OK
+
+
+COMMANDS = (audit,)

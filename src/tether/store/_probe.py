@@ -1,0 +1,136 @@
+"""Look at what a store URL names without creating or migrating anything.
+
+Opening a checkpointer creates its schema or migrates it forward: right for code that writes,
+wrong for a command that only reads. A mistyped schema in a URL, another application's SQLite
+file or an empty file would silently become an (empty) tether store. :func:`check_store`
+opens the database read-only (SQLite ``mode=ro``; one Postgres connection with a short
+connect timeout and no pool, so an unreachable server fails in seconds with one error instead
+of a pool's retries) and says what is there.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptRecordError, StoreUnavailableError
+
+__all__ = ["PROBE_CONNECT_TIMEOUT_SECONDS", "check_postgres", "check_sqlite"]
+
+#: How long a probe waits for a Postgres server to accept its connection.
+PROBE_CONNECT_TIMEOUT_SECONDS = 5
+
+_CREATE_HINT = "`tether db migrate` (or the first write) creates it"
+
+
+def _version_verdict(where: str, found: int, current: int, allow_older: bool) -> None:
+    if found < current and not allow_older:
+        raise StoreUnavailableError(
+            f"{where} holds tether schema version {found}; this tether reads version "
+            f"{current}: run `tether db migrate` to upgrade it (reading never migrates)"
+        )
+
+
+def check_sqlite(path: str, *, allow_older: bool = False) -> None:
+    """Check that ``path`` is a tether store, reading it only.
+
+    Args:
+        path: the database file.
+        allow_older: accept a store at an older schema version (a command that writes will
+            migrate it); otherwise that is an error naming ``tether db migrate``.
+
+    Raises:
+        StoreUnavailableError: no such file, an empty file, a file that is not a tether store,
+            or (without ``allow_older``) an older schema version.
+        CorruptRecordError: the file is not a SQLite database.
+    """
+    file = Path(path)
+    if not file.exists():
+        raise StoreUnavailableError(
+            f"no database at {path!r}; check --db / TETHER_DATABASE_URL ({_CREATE_HINT})"
+        )
+    if file.is_file() and file.stat().st_size == 0:
+        raise StoreUnavailableError(
+            f"{path!r} is an empty file, not a tether store; check --db / TETHER_DATABASE_URL "
+            f"({_CREATE_HINT})"
+        )
+    uri = f"{file.resolve().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        raise StoreUnavailableError(f"cannot open {path!r}: {exc}") from exc
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        if "tether_schema" not in names:
+            shown = ", ".join(sorted(names)[:8]) or "no tables"
+            raise StoreUnavailableError(
+                f"{path!r} is a SQLite database but not a tether store ({shown}); check --db / "
+                "TETHER_DATABASE_URL"
+            )
+        found = conn.execute("SELECT MAX(version) FROM tether_schema").fetchone()[0] or 0
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return  # a writer holds it: it is a database; the store itself will wait
+        text = f"{path!r} is not a readable tether SQLite database: {exc}"
+        raise CorruptRecordError(text) from exc
+    finally:
+        conn.close()
+    from .sqlite import SCHEMA_VERSION
+
+    _version_verdict(repr(path), found, SCHEMA_VERSION, allow_older)
+
+
+def check_postgres(url: str, *, allow_older: bool = False) -> None:
+    """Check that the schema a ``postgresql://`` URL names holds a tether store, over one
+    connection that gives up after :data:`PROBE_CONNECT_TIMEOUT_SECONDS` (unless the URL
+    sets ``connect_timeout``).
+
+    Raises:
+        StoreUnavailableError: the server cannot be reached, the database does not exist,
+            the schema holds no tether store, or (without ``allow_older``) an older version.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    from .postgres import SCHEMA_VERSION, _target, split_url
+
+    dsn, options = split_url(url, {})
+    schema = options.get("schema", "tether")
+    where = _target(dsn)
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if "connect_timeout" not in conninfo_to_dict(dsn):
+        kwargs["connect_timeout"] = PROBE_CONNECT_TIMEOUT_SECONDS
+    try:
+        conn = psycopg.connect(dsn, **kwargs)
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())
+        raise StoreUnavailableError(f"cannot connect to {where}: {reason}") from None
+    with conn:
+        table = conn.execute(
+            "SELECT 1 FROM information_schema.tables "
+            "WHERE table_schema = %s AND table_name = 'tether_schema'",
+            (schema,),
+        ).fetchone()
+        if table is None:
+            rows = conn.execute(
+                "SELECT table_schema FROM information_schema.tables "
+                "WHERE table_name = 'tether_schema' ORDER BY 1"
+            ).fetchall()
+            names = [r[0] for r in rows]
+            others = ", ".join(names[:5]) + (
+                f" and {len(names) - 5} more" if len(names) > 5 else ""
+            )
+            raise StoreUnavailableError(
+                f"no tether store in schema {schema!r} of {where} (schemas holding one: "
+                f"{others or 'none'}); check ?schema= in --db / TETHER_DATABASE_URL "
+                f"({_CREATE_HINT})"
+            )
+        found = conn.execute(
+            psycopg.sql.SQL("SELECT MAX(version) FROM {}.tether_schema").format(
+                psycopg.sql.Identifier(schema)
+            )
+        ).fetchone()
+    _version_verdict(
+        f"schema {schema!r} of {where}", (found or [0])[0] or 0, SCHEMA_VERSION, allow_older
+    )

@@ -1,0 +1,108 @@
+"""The ``tether`` command at its edges, in subprocesses on both backends: options before the
+command, the ``queued`` status, either spelling of a runner, enqueueing an unknown runner."""
+
+from __future__ import annotations
+
+from tests.cli.test_cli import APP, as_json, paused_run, tether_cli
+from tether.worker import enqueue
+
+
+def test_global_options_before_the_command_act_as_the_commands_own(store, db_url):
+    eid = paused_run(store)
+    before = tether_cli(None, "--db", db_url, "--json", "runs", "list", TETHER_DATABASE_URL="")
+    assert [r["execution_id"] for r in as_json(before)] == [eid]
+    # The command's own --db still wins over the one before it.
+    wins = tether_cli(None, "--db", "sqlite:///nowhere.db", "runs", "list", "--db", db_url)
+    assert wins.returncode == 0, wins.stderr
+    assert eid in wins.stdout
+
+
+def test_queued_is_a_status_filter_and_a_runner_filters_by_either_spelling(store, db_url):
+    paused = paused_run(store)
+    queued = enqueue(store, "orders", {"order_id": "Q-1", "amount": 5})
+    only = as_json(tether_cli(db_url, "runs", "list", "--status", "queued", "--json"))
+    assert [r["execution_id"] for r in only] == [queued]
+    for name in ("orders", "chain:orders"):
+        found = tether_cli(db_url, "runs", "list", "--status", "paused", "--name", name, "--json")
+        assert [r["execution_id"] for r in as_json(found)] == [paused], name
+    table = tether_cli(db_url, "runs", "list", "--status", "queued")
+    assert table.returncode == 0 and " orders " in table.stdout and ":orders" not in table.stdout
+
+
+def test_enqueue_refuses_a_runner_the_app_lacks_and_warns_without_an_app(store, db_url):
+    paused_run(store)
+    refused = tether_cli(db_url, "enqueue", "--app", APP, "unknown-runner", "{}")
+    assert refused.returncode == 4
+    assert "unknown-runner" in refused.stderr and "loop, orders" in refused.stderr
+    assert store.list_runs(status="queued") == []
+    accepted = tether_cli(db_url, "enqueue", "--app", APP, "chain:orders", "{}")
+    assert accepted.returncode == 0, accepted.stderr
+    assert store.get_run(accepted.stdout.strip()).runner_name == "orders"
+    warned = tether_cli(db_url, "enqueue", "unknown-runner", "{}")
+    assert warned.returncode == 0
+    assert "no run of a runner named 'unknown-runner'" in warned.stderr
+    assert "runners seen: orders" in warned.stderr
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_reading_a_schema_that_holds_no_store_names_it_and_creates_nothing():
+    import psycopg
+
+    from tests.conftest import PG_DSN, require_postgres
+
+    require_postgres()
+    typo = f"{PG_DSN}?schema=tethr_typo_i20"
+    for args in (("runs", "list"), ("pending", "list"), ("runs", "show", "x")):
+        proc = tether_cli(typo, *args)
+        assert proc.returncode == 5, proc.stderr
+        assert "no tether store in schema 'tethr_typo_i20'" in _one_line(proc.stderr)
+    with psycopg.connect(PG_DSN) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = 'tethr_typo_i20'"
+        ).fetchone()
+    assert found is None
+
+
+def test_reading_another_apps_sqlite_file_or_an_empty_file_changes_neither(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "crm.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for path, said in ((other, "not a tether store (customers)"), (empty, "an empty file")):
+        before = path.read_bytes()
+        for args in (("runs", "list"), ("pending", "list"), ("runs", "show", "x")):
+            proc = tether_cli(f"sqlite:///{path}", *args)
+            assert proc.returncode == 5, proc.stderr
+            assert said in _one_line(proc.stderr) and "check --db" in proc.stderr
+        assert path.read_bytes() == before
+    created = tmp_path / "new.db"
+    queued = tether_cli(f"sqlite:///{created}", "enqueue", "orders", "{}")
+    assert queued.returncode == 0, queued.stderr  # the first write creates the store
+    listed = as_json(tether_cli(f"sqlite:///{created}", "runs", "list", "--json"))
+    assert [r["status"] for r in listed] == ["queued"]
+
+
+def test_an_unreachable_database_fails_in_seconds_with_one_line(tmp_path):
+    import time
+
+    from tests.conftest import PG_DSN, require_postgres
+
+    require_postgres()
+    base = PG_DSN.rsplit("/", 1)[0]
+    for url in (f"{base}/no_such_db_i20", "postgresql://postgres@127.0.0.1:1/test"):
+        started = time.monotonic()
+        proc = tether_cli(url, "runs", "list")
+        took = time.monotonic() - started
+        assert proc.returncode == 5, proc.stderr
+        line = _one_line(proc.stderr)
+        assert line.startswith("tether: StoreUnavailableError: cannot connect to"), line
+        assert took < 10, took
+    assert "no_such_db_i20" in tether_cli(f"{base}/no_such_db_i20", "pending", "list").stderr
