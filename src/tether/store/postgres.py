@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -98,20 +97,23 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
-def _statements(render: Callable[[str], bytes]) -> SimpleNamespace:
-    """Every statement of :mod:`._postgres_sql` by its name, rendered for one schema (a
-    script as a tuple of statements); the unique keys' names as they are."""
-    found: dict[str, Any] = {}
-    for name, value in vars(q).items():
-        if not name.isupper() or name.startswith("_") or name == "MIGRATIONS":
-            continue
-        if name.endswith("_KEY") or not isinstance(value, str | tuple):
-            found[name] = value
+class _Statements:
+    """The statements of :mod:`._postgres_sql` by name, each rendered for one schema on first
+    use (a script as a tuple of statements); the unique keys' names as they are."""
+
+    def __init__(self, render: Callable[[str], bytes]) -> None:
+        self._render = render
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(q, name)
+        if name.endswith("_KEY"):
+            found: Any = value
         elif isinstance(value, str):
-            found[name] = render(value)
+            found = self._render(value)
         else:
-            found[name] = tuple(render(v) for v in value)
-    return SimpleNamespace(**found)
+            found = tuple(self._render(v) for v in value)
+        setattr(self, name, found)  # kept: later reads do not come here
+        return found
 
 
 class PostgresCheckpointer(PostgresLeases, PostgresAudit, PlanCheckpointer):
@@ -210,7 +212,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, PlanCheckpointer):
         self._heads = HeadCache()
         self._fences = Fences()
         self._rendered: dict[str, bytes] = {}
-        self._sql = _statements(self._q)
+        self._sql = _Statements(self._q)
         digest = hashlib.sha256(f"tether-migrations:{schema}".encode()).digest()
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
         self._db = Database(
