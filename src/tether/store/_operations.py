@@ -25,7 +25,7 @@ from . import _codec
 from ._audit_codec import audit_named_params
 from ._heads import HeadCache
 from ._leases import Fences, creation_lease_seconds
-from ._plans import Plan, Result, last
+from ._plans import Plan, Result, Write, last
 from ._refusals import claim_taken_over, lease_lost, run_exists, step_taken
 from ._rows import CP, STEP_FIELDS
 from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus
@@ -42,12 +42,12 @@ class Driver(Protocol):
     :class:`~._postgres_io.Database`."""
 
     def run(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Run ``plan`` now (in one transaction when ``write``)."""
 
     async def arun(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Async :meth:`run`."""
 

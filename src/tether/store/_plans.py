@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
-__all__ = ["Params", "Plan", "Query", "Result", "Statement", "is_last", "last"]
+__all__ = ["Params", "Plan", "Query", "Result", "Statement", "Write", "is_last", "last"]
 
 T = TypeVar("T")
 
@@ -46,6 +46,10 @@ class Result:
 
 Plan: TypeAlias = Generator[Statement, Result, T]
 """An operation: yields statements, receives their results, returns its value."""
+
+Write: TypeAlias = "bool | Literal['each']"
+"""How a driver runs a plan: ``False``, reads; ``True``, one transaction; ``"each"``, writes
+each atomic by itself (a compare-and-set), run without a transaction around them."""
 
 
 class _Last(tuple[Any, Any]):

@@ -48,7 +48,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from .._context import sync_drive
 from ..errors import SerializationError, StoreError
 from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
-from ._plans import PAST_LAST, Plan, Result, Statement, is_last, last
+from ._plans import PAST_LAST, Plan, Result, Statement, Write, is_last, last
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
 __all__ = ["Database", "Plan", "Result", "Statement", "last", "translate"]
@@ -486,7 +486,7 @@ class Database:
             self.ready = True
 
     def run(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Run ``plan`` on a sync pool connection, in one transaction when ``write``.
 
@@ -501,7 +501,7 @@ class Database:
         return self._run(op, plan, write=write, execution_id=execution_id)
 
     async def arun(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Run ``plan`` on a connection of this event loop's async pool (see :meth:`run`).
 
@@ -518,7 +518,7 @@ class Database:
                     self.ready = True
         return await self._arun(op, plan, write=write, execution_id=execution_id)
 
-    def _run(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+    def _run(self, op: str, plan: Plan[T], *, write: Write, execution_id: str | None) -> T:
         pid: int | None = None
         usage = self.sync_usage
         try:
@@ -528,7 +528,7 @@ class Database:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return _drive(conn, plan, write)
+                    return _drive(conn, plan, write is True)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -540,7 +540,7 @@ class Database:
         finally:
             plan.close()
 
-    async def _arun(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+    async def _arun(self, op: str, plan: Plan[T], *, write: Write, execution_id: str | None) -> T:
         pid: int | None = None
         usage = self.async_usage
         lp = self._loop_entry()
@@ -551,7 +551,7 @@ class Database:
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return await _adrive(conn, plan, write)
+                    return await _adrive(conn, plan, write is True)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:

@@ -14,11 +14,19 @@ from typing import Final
 
 from . import _codec
 from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
+from ._leases import UNRECORDED_LEASE_SECONDS
 from ._postgres_audit import AUDITED, MIGRATION_V6
-from ._postgres_leases import MIGRATION_V2
 from ._rows import STEP_FIELDS, named
 
 SCHEMA_VERSION: Final = 6
+
+# v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
+MIGRATION_V2: Final[tuple[str, ...]] = (
+    "ALTER TABLE {schema}.runs ADD COLUMN priority integer NOT NULL DEFAULT 0",
+    "ALTER TABLE {schema}.runs ADD COLUMN attempts integer NOT NULL DEFAULT 0",
+    "CREATE INDEX runs_queue_idx ON {schema}.runs (status, priority DESC, created_at)",
+    "CREATE INDEX runs_owner_idx ON {schema}.runs (owner) WHERE owner IS NOT NULL",
+)
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -155,7 +163,7 @@ INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
     f"VALUES ({named('%({})s')}, now()) RETURNING created_at"
 )
-# Fenced (see _postgres_leases): the share lock on the run row makes a takeover wait for a
+# Fenced (see _leases): the share lock on the run row makes a takeover wait for a
 # commit in flight, and a commit wait for a takeover in flight and then re-check the owner.
 # Parameters of an INSERT ... SELECT carry no column type: each is cast.
 _CP_CASTS: Final = (
@@ -307,4 +315,72 @@ DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM {schema}.audit_log" + _OF
 # A finished LangGraph run takes its thread with it (see _langgraph_sql); before the run rows.
 DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
     s.replace("ANY(%s)", "ANY(%(ids)s)") for s in POSTGRES_PRUNE_THREADS
+)
+
+# --- leases, workers and the queue (see _leases) ---------------------------------------------
+_LEASE: Final = "now() + %(lease_seconds)s::float8 * interval '1 second'"
+# When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
+# free; an owned one with none (written by an older tether) 30 s after its last update.
+_EXPIRES: Final = (
+    "COALESCE({r}lease_expires_at, CASE WHEN {r}owner IS NULL THEN '-infinity'::timestamptz "
+    f"ELSE {{r}}updated_at + interval '{UNRECORDED_LEASE_SECONDS:g} seconds' END)"
+)
+_LAPSED: Final = _EXPIRES.format(r="") + " < now()"
+SELECT_LEASE: Final = f"SELECT owner, {_LAPSED} FROM {{schema}}.runs{_OF_RUN}"
+# A compare-and-set: the lease is taken only from the owner the caller saw (%(previous)s,
+# NULL: none) and only while it is free for the caller. A taker that waited for another's row
+# lock re-checks the WHERE on the row as the other left it, so of two takers at once one wins.
+TAKE_LEASE: Final = (
+    f"UPDATE {{schema}}.runs SET owner = %(owner)s, lease_expires_at = {_LEASE}, "
+    f"updated_at = now(){_OF_RUN} AND owner IS NOT DISTINCT FROM %(previous)s::text "
+    f"AND (owner IS NULL OR owner = %(owner)s OR owner = %(steal_from)s::text OR {_LAPSED}) "
+    f"RETURNING {_codec.RUN_COLUMNS}"
+)
+RENEW_LEASES: Final = (
+    "UPDATE {schema}.runs SET lease_expires_at = now() + %(left)s * interval '1 second' "
+    "WHERE owner = %(owner)s AND execution_id = ANY(%(ids)s)"
+)
+RELEASE_LEASE: Final = (
+    "UPDATE {schema}.runs SET owner = NULL, lease_expires_at = NULL, attempts = 0"
+    f"{_OF_RUN} AND owner = %(owner)s"
+)
+RELEASE_FOR_RETRY: Final = (
+    "UPDATE {schema}.runs SET owner = NULL, "
+    f"lease_expires_at = now() + %(retry_after_seconds)s * interval '1 second'{_OF_RUN} "
+    "AND owner = %(owner)s"
+)
+# Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay);
+# not one the worker left to workers with other code (%(exclude)s, an empty list: none).
+_CLAIMABLE: Final = (
+    "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts "
+    "FROM {schema}.runs r WHERE r.status IN ('running', 'queued', 'paused') "
+    f"AND {_EXPIRES.format(r='r.')} < now() "
+    "AND (r.status <> 'paused' OR EXISTS (SELECT 1 FROM {schema}.pending_interrupts p "
+    "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < now()))) "
+    "AND r.execution_id <> ALL(%(exclude)s)"
+)
+_CLAIM_TAIL: Final = (
+    " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT %(limit)s "
+    "FOR UPDATE OF r SKIP LOCKED"
+)
+SELECT_CLAIMABLE: Final = _CLAIMABLE + _CLAIM_TAIL
+SELECT_CLAIMABLE_OF: Final = _CLAIMABLE + " AND r.runner_name = ANY(%(runner_names)s)" + _CLAIM_TAIL
+CLAIM_RUNS: Final = (
+    f"UPDATE {{schema}}.runs SET owner = %(owner)s, lease_expires_at = {_LEASE}, "
+    "attempts = attempts + 1, updated_at = now() WHERE execution_id = ANY(%(ids)s)"
+)
+DEAD_LETTER_RUN: Final = (
+    "UPDATE {schema}.runs SET status = 'failed', error = %(error)s, owner = NULL, "
+    f"lease_expires_at = NULL, updated_at = now(), finished_at = now(){_OF_RUN}"
+)
+ENQUEUE_RUN: Final = (
+    f"INSERT INTO {{schema}}.runs ({_codec.RUN_COLUMNS}, priority) VALUES (%(execution_id)s, "
+    "%(runner_name)s, '', 'queued', %(input)s, NULL, NULL, NULL, NULL, NULL, now(), now(), NULL, "
+    "%(priority)s) ON CONFLICT (execution_id) DO NOTHING"
+)
+START_QUEUED: Final = (
+    "UPDATE {schema}.runs SET status = 'running', runner_kind = %(runner_kind)s, "
+    f"input = %(input)s, updated_at = now(){_OF_RUN} AND status = 'queued' AND owner = %(owner)s"
 )

@@ -32,7 +32,7 @@ import orjson
 
 from ..errors import SerializationError, TetherError
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._plans import PAST_LAST, Plan, Result, Statement, is_last
+from ._plans import PAST_LAST, Plan, Result, Statement, Write, is_last
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 
 __all__ = ["SQLiteDatabase", "translate"]
@@ -163,9 +163,10 @@ class SQLiteDatabase:
 
     # --- running plans --------------------------------------------------------------------
     def run(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
-        """Run ``plan``; when ``write``, as one transaction (see the module docstring).
+        """Run ``plan``: reads; with ``write=True`` one transaction (see the module docstring);
+        with ``write="each"`` statements each atomic by itself, under the WAL gate.
 
         ``op`` and ``execution_id`` are accepted for the drivers' common signature; SQLite's
         messages name the file instead.
@@ -181,13 +182,13 @@ class SQLiteDatabase:
             if not write:
                 with self.read() as conn:
                     return _drive(conn, plan, first)
-            if not is_last(first):
+            if write is True and not is_last(first):
                 with self.write() as conn:
                     return _drive(conn, plan, first)
-            wal = self.wal
+            wal = self.wal  # statements each a transaction of its own, under the gate
             try:
                 with _NO_GATE if wal is None else wal.gate:
-                    value = _drive(self.connection(), plan, first, alone=True)
+                    value = _drive(self.connection(), plan, first, alone=write is True)
             except (sqlite3.Error, UnicodeEncodeError) as exc:
                 raise translate(exc, self.path) from exc
             if wal is not None:
@@ -197,7 +198,7 @@ class SQLiteDatabase:
             plan.close()
 
     async def arun(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """:meth:`run`, inline on the event loop's thread."""
         return self.run(op, plan, write=write, execution_id=execution_id)

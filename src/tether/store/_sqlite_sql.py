@@ -17,11 +17,18 @@ from typing import Final
 from . import _codec
 from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sqlite
+from ._leases import UNRECORDED_LEASE_SECONDS
 from ._rows import named
 from ._sqlite_audit import MIGRATION_V6
-from ._sqlite_leases import MIGRATION_V2
 
 SCHEMA_VERSION: Final = 6
+
+# v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
+MIGRATION_V2: Final[tuple[str, ...]] = (
+    "ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX runs_queue_idx ON runs (status, priority DESC, created_at)",
+)
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     1: (
@@ -294,4 +301,73 @@ DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM audit_log" + _OF
 DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
     for_sqlite(s.replace("= ANY(%s)", " IN (SELECT value FROM json_each(:ids))"))
     for s in POSTGRES_PRUNE_THREADS
+)
+
+# --- leases, workers and the queue (see _leases) ---------------------------------------------
+# When a run's lease lapses (see _leases): at its recorded expiry; an unowned run with none is
+# free; an owned one with none (written by an older tether) 30 s after its last update.
+_EXPIRES: Final = (
+    "COALESCE({r}lease_expires_at, CASE WHEN {r}owner IS NULL THEN 0 "
+    f"ELSE {{r}}updated_at + {UNRECORDED_LEASE_SECONDS!r} END)"
+)
+_LAPSED: Final = _EXPIRES.format(r="") + " < :now"
+_OF_RUN: Final = " WHERE execution_id = :execution_id"
+SELECT_LEASE: Final = f"SELECT owner, {_LAPSED} FROM runs{_OF_RUN}"
+# A compare-and-set: the lease is taken only from the owner the caller saw (:previous, NULL:
+# none) and only while it is free for the caller; one statement, so of two takers one wins.
+TAKE_LEASE: Final = (
+    "UPDATE runs SET owner = :owner, lease_expires_at = :now + :lease_seconds, "
+    f"updated_at = :now{_OF_RUN} AND owner IS :previous "
+    f"AND (owner IS NULL OR owner = :owner OR owner = :steal_from OR {_LAPSED}) "
+    f"RETURNING {_codec.RUN_COLUMNS}"
+)
+# The expiry is the deadline the renewer decided on (:deadline); a renewal that waited for the
+# write lock past it writes nothing, on this machine's clock as SQLite reads it.
+RENEW_LEASES: Final = (
+    "UPDATE runs SET lease_expires_at = :deadline WHERE owner = :owner "
+    "AND execution_id IN (SELECT value FROM json_each(:ids)) "
+    "AND :deadline > (julianday('now') - 2440587.5) * 86400.0"
+)
+RELEASE_LEASE: Final = (
+    f"UPDATE runs SET owner = NULL, lease_expires_at = NULL, attempts = 0{_OF_RUN} "
+    "AND owner = :owner"
+)
+RELEASE_FOR_RETRY: Final = (
+    f"UPDATE runs SET owner = NULL, lease_expires_at = :now + :retry_after_seconds{_OF_RUN} "
+    "AND owner = :owner"
+)
+# Claimable: running with a lapsed lease; queued, or paused with an answered and unclaimed
+# interrupt, and not leased to a worker about to start it (nor waiting out a retry's delay);
+# not one the worker left to workers with other code (:exclude, a JSON list).
+_CLAIMABLE: Final = (
+    "SELECT r.execution_id, r.runner_name, r.status, r.input, r.owner, r.attempts FROM runs r "
+    f"WHERE r.status IN ('running', 'queued', 'paused') AND {_EXPIRES.format(r='r.')} < :now "
+    "AND (r.status <> 'paused' OR EXISTS (SELECT 1 FROM pending_interrupts p "
+    "WHERE p.execution_id = r.execution_id AND p.resume_value IS NOT NULL "
+    "AND (p.claimed_by IS NULL OR p.claim_expires_at < :now))) "
+    "AND r.execution_id NOT IN (SELECT value FROM json_each(:exclude))"
+)
+# The plan's write lock keeps other claimers out until it commits: no row lock to take.
+_CLAIM_TAIL: Final = " ORDER BY r.priority DESC, r.created_at, r.execution_id LIMIT :limit"
+SELECT_CLAIMABLE: Final = _CLAIMABLE + _CLAIM_TAIL
+SELECT_CLAIMABLE_OF: Final = (
+    _CLAIMABLE + " AND r.runner_name IN (SELECT value FROM json_each(:runner_names))" + _CLAIM_TAIL
+)
+CLAIM_RUNS: Final = (
+    "UPDATE runs SET owner = :owner, lease_expires_at = :now + :lease_seconds, "
+    "attempts = attempts + 1, updated_at = :now "
+    "WHERE execution_id IN (SELECT value FROM json_each(:ids))"
+)
+DEAD_LETTER_RUN: Final = (
+    "UPDATE runs SET status = 'failed', error = :error, owner = NULL, lease_expires_at = NULL, "
+    f"updated_at = :now, finished_at = :now{_OF_RUN}"
+)
+ENQUEUE_RUN: Final = (
+    f"INSERT INTO runs ({_codec.RUN_COLUMNS}, priority) VALUES (:execution_id, :runner_name, "
+    "'', 'queued', :input, NULL, NULL, NULL, NULL, NULL, :now, :now, NULL, :priority) "
+    "ON CONFLICT (execution_id) DO NOTHING"
+)
+START_QUEUED: Final = (
+    "UPDATE runs SET status = 'running', runner_kind = :runner_kind, input = :input, "
+    f"updated_at = :now{_OF_RUN} AND status = 'queued' AND owner = :owner"
 )

@@ -1,4 +1,4 @@
-"""Postgres checkpointer: many processes and machines on one database (DESIGN section 7).
+"""Postgres checkpointer: many processes and machines on one database (docs/design.md §7).
 
 The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of their own
 (``tether`` unless told otherwise), with the same semantics:
@@ -52,10 +52,10 @@ from . import _codec
 from . import _postgres_sql as q
 from ._checkpointer import PlanCheckpointer
 from ._heads import HeadCache
+from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._postgres_audit import PostgresAudit
 from ._postgres_io import Database, Plan
-from ._postgres_leases import PostgresLeases
 from ._refusals import schema_too_new
 
 __all__ = ["PostgresCheckpointer"]
@@ -116,7 +116,7 @@ class _Statements:
         return found
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresAudit, PlanCheckpointer):
+class PostgresCheckpointer(PostgresAudit, LeaseOperations, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:

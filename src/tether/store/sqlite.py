@@ -1,4 +1,4 @@
-"""SQLite checkpointer: one file, WAL, for one machine (DESIGN section 7).
+"""SQLite checkpointer: one file, WAL, for one machine (docs/design.md §7).
 
 Concurrency: every write transaction starts with ``BEGIN IMMEDIATE``, taking the write lock up
 front, so concurrent processes on one file queue behind SQLite's busy timeout instead of failing
@@ -28,11 +28,11 @@ from . import _codec
 from . import _sqlite_sql as q
 from ._checkpointer import PlanCheckpointer
 from ._heads import HeadCache
+from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._refusals import schema_too_new
 from ._sqlite_audit import SQLiteAudit
 from ._sqlite_io import SQLiteDatabase, translate
-from ._sqlite_leases import SQLiteLeases
 from ._sqlite_wal import WalCheckpointer
 
 __all__ = ["SQLiteCheckpointer"]
@@ -42,7 +42,7 @@ MIGRATIONS: Final = q.MIGRATIONS
 _translate: Final = translate  # the LangGraph saver's backend translates its errors with it
 
 
-class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, PlanCheckpointer):
+class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:
