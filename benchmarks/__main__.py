@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import instructions, long_run, memory, openai_agents, peers, workloads
+from . import langgraph as langgraph_bench
 from . import pydantic_ai as pydantic_ai_bench
 from .backends import Backend, _bench_tmp, all_backends
 from .report import QUICK, REPS, Section, render
@@ -32,7 +33,7 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     ("W1: 200-node linear chain, tiny state", workloads.w1_linear),
     ("W2: 300 steps appending 1 KB each", workloads.w2_growing),
     ("W3: resume latency after a failure", workloads.w3_resume),
-    ("W4: 16 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
+    ("W4: 16 and 64 concurrent runs of 50 steps (Postgres)", workloads.w4_concurrent),
     ("W5: agent, 200 turns", workloads.w5_agent),
     (
         "PYDANTIC_AI: pydantic-ai run, durable vs bare (local model server)",
@@ -41,6 +42,10 @@ WORKLOADS: list[tuple[str, Callable[[Backend], Section]]] = [
     (
         "OPENAI_AGENTS: OpenAI Agents SDK run, durable vs bare (local model server)",
         openai_agents.openai_agents,
+    ),
+    (
+        "LANGGRAPH: LangGraph graphs on TetherSaver vs LangGraph's own savers (W2, W1, W3)",
+        langgraph_bench.langgraph,
     ),
     ("Memory: one 10,000-step run", memory.memory),
     (

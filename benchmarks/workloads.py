@@ -34,7 +34,7 @@ W2_CHUNK_BYTES = 1024
 W3_SIZES = (300, 3000)
 W3_FLOOR_READS = 50
 W3_FLOOR_RESUMES = 20
-W4_RUNS = 16
+W4_RUNS = (16, 64)
 W4_STEPS = 50
 
 
@@ -400,17 +400,20 @@ async def _floor_concurrent(dsn: str, schema: str, tasks: int, steps: int) -> fl
 
 
 def w4_concurrent(backend: Backend) -> Section:
-    """W4 (Postgres): 16 runs of 50 steps at once via ``asyncio.gather`` of ``arun``.
+    """W4 (Postgres): 16 and then 64 runs of 50 steps at once via ``asyncio.gather`` of
+    ``arun``.
 
     Measures total steps/s and its ratio to one run alone, and the floor's concurrent steps/s
-    (16 asyncio tasks doing INSERT+COMMIT on an ``AsyncConnectionPool`` of 16).
+    (as many asyncio tasks doing INSERT+COMMIT on an ``AsyncConnectionPool`` of that size).
     """
     section = Section("W4", backend.name)
     if not isinstance(backend, PostgresBackend):
         section.skipped = "Postgres only"
         return section
     fns: list[NodeFn] = [_inc] * W4_STEPS
-    single, many, floor_many = [], [], []
+    single: list[float] = []
+    many: dict[int, list[float]] = {n: [] for n in W4_RUNS}
+    floor_many: dict[int, list[float]] = {n: [] for n in W4_RUNS}
     with backend.fresh() as handle:
         handle.floor().close()  # creates the floor table
         chain = linear_chain("w4", handle.store, fns)
@@ -422,19 +425,26 @@ def w4_concurrent(backend: Backend) -> Section:
             return time.perf_counter() - t
 
         async def measure() -> None:
-            await gather_runs(W4_RUNS)  # warm-up: fill the pool
+            await gather_runs(max(W4_RUNS))  # warm-up: fill the pool
             for _ in range(REPS):
                 single.append(W4_STEPS / await gather_runs(1))
-                many.append(W4_RUNS * W4_STEPS / await gather_runs(W4_RUNS))
-                seconds = await _floor_concurrent(handle.dsn, handle.schema, W4_RUNS, W4_STEPS)
-                floor_many.append(W4_RUNS * W4_STEPS / seconds)
+                for n in W4_RUNS:
+                    many[n].append(n * W4_STEPS / await gather_runs(n))
+                    seconds = await _floor_concurrent(handle.dsn, handle.schema, n, W4_STEPS)
+                    floor_many[n].append(n * W4_STEPS / seconds)
 
         asyncio.run(measure())
     section.add("one run alone", "steps/s", single)
-    section.add(f"{W4_RUNS} concurrent runs", "steps/s", many)
-    section.add("concurrent ÷ one run", "x", ratios(many, single), Target(">=", 2))
-    section.add(f"floor, {W4_RUNS} concurrent tasks", "steps/s", floor_many)
-    section.add("ours ÷ floor (concurrent)", "x", ratios(many, floor_many), Target(">=", 0.5))
+    for n in W4_RUNS:
+        section.add(f"{n} concurrent runs", "steps/s", many[n])
+        section.add(f"{n} concurrent ÷ one run", "x", ratios(many[n], single), Target(">=", 2))
+        section.add(f"floor, {n} concurrent tasks", "steps/s", floor_many[n])
+        section.add(
+            f"ours ÷ floor ({n} concurrent)",
+            "x",
+            ratios(many[n], floor_many[n]),
+            Target(">=", 0.75),
+        )
     return section
 
 

@@ -195,7 +195,7 @@ def test_web_timeline_shows_the_trace_id_of_each_row(store, spans):
 
     eid = orders_chain(store).run({"order_id": "A-1", "amount": 50}).execution_id
     (run,) = by_name(spans)["tether.run orders"]
-    with TestClient(create_app(store, no_auth=True)) as client:
+    with TestClient(create_app(store, no_auth=True), base_url="http://127.0.0.1") as client:
         shown = client.get(f"/api/runs/{eid}").json()
         assert {row["trace_id"] for row in shown["checkpoints"]} == {trace_hex(run)}
         page = client.get(f"/runs/{eid}").text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ OUT = HERE / "out"
 DB = OUT / "refunds.db"
 LEDGER = OUT / "ledger.jsonl"
 DATA = HERE / "refunds.csv"
+DB_URL_SHOWN = "sqlite:///out/refunds.db"  # as an operator types it in examples/refunds
 os.environ["REFUND_LEDGER"] = str(LEDGER)
 sys.path.insert(0, str(HERE))
 
@@ -78,7 +80,23 @@ def crash_and_resume(store: tether.Checkpointer, n_requests: int) -> None:
     say(f"   runs now: {dict(Counter(r.status for r in store.list_runs(limit=1000)))}")
 
 
-def approve_pending(store: tether.Checkpointer) -> None:
+def tether_cli(*args: str) -> None:
+    """Run ``tether ARGS --app refund_chain:app --db <the demo's store>`` as an operator
+    would, from this directory, showing the command and its output."""
+    shown = " ".join(shlex.quote(a) for a in args)
+    say(f"   $ tether {shown} --app refund_chain:app --db {DB_URL_SHOWN}")
+    argv = [sys.executable, "-m", "tether.cli", *args, "--app", "refund_chain:app"]
+    argv += ["--db", f"sqlite:///{DB}"]
+    done = subprocess.run(argv, cwd=HERE, capture_output=True, text=True, check=False)
+    for line in (done.stdout + done.stderr).splitlines():
+        say(f"     {line}")
+    if done.returncode != 0:
+        raise SystemExit(f"the command failed (exit {done.returncode})")
+
+
+def approve_pending(store: tether.Checkpointer) -> str:
+    """Answer every paused refund: one through the CLI, the rest from code; returns the id of
+    the one the CLI approved."""
     pending = store.list_pending_interrupts(limit=1000)
     say(f"\n3. {len(pending)} refunds wait for a manager; no process is alive meanwhile:")
     for p in pending:
@@ -88,9 +106,15 @@ def approve_pending(store: tether.Checkpointer) -> None:
             f"{c['reason']}"
         )
 
-    say("\n4. The manager answers from code: approve risk < 0.6, reject the rest.")
+    say("\n4. An operator approves one from the command line (it resumes the run right there):")
+    first = next(p for p in pending if p.context["risk"] < 0.6)
+    tether_cli("approve", first.execution_id, "--note", "within policy", "--by", "m.okafor")
+
+    say("\n5. The manager answers the rest from code: approve risk < 0.6, reject the rest.")
     chain = build(store)
     for p in pending:
+        if p is first:
+            continue
         approve = p.context["risk"] < 0.6
         answer = tether.Resume(approved=approve, metadata={"reviewer": "m.okafor"})
         result = chain.resume(p.execution_id, answer)
@@ -103,10 +127,11 @@ def approve_pending(store: tether.Checkpointer) -> None:
             f"   answering {pending[0].context['request_id']} again is refused: "
             f"AlreadyResumed ({exc})"
         )
+    return first.execution_id
 
 
 def fork_what_if(store: tether.Checkpointer) -> str | None:
-    say("\n5. What if the manager had approved a rejected refund? Fork the paused checkpoint.")
+    say("\n6. What if the manager had approved a rejected refund? Fork the paused checkpoint.")
     chain = build(store)
     for run in store.list_runs(runner_name="refunds", limit=1000):
         rows = store.list(run.execution_id)
@@ -128,7 +153,7 @@ def fork_what_if(store: tether.Checkpointer) -> str | None:
 
 
 def timelines(store: tether.Checkpointer, requests: list[dict]) -> None:
-    say("\n6. Outcome and checkpoint timeline of each request:")
+    say("\n7. Outcome and checkpoint timeline of each request:")
     for req in requests:
         eid = eid_for(req["request_id"])
         rows = store.list(eid)
@@ -154,7 +179,7 @@ def ledger_check(store: tether.Checkpointer, requests: list[dict], fork_eid: str
     assert all(n == 1 for n in per_run.values()), per_run
     n_rows = sum(len(store.list(eid)) for eid in expected)
     say(
-        f"\n7. Ledger check: {len(lines)} payments for {len(expected)} refunded runs (one of "
+        f"\n8. Ledger check: {len(lines)} payments for {len(expected)} refunded runs (one of "
         f"them the what-if fork), each exactly once, after a SIGKILL and a resume. OK "
         f"({n_rows} checkpoints)"
     )
@@ -174,7 +199,7 @@ def main() -> None:
     )
     store = tether.connect(f"sqlite:///{DB}")
     crash_and_resume(store, len(requests))
-    approve_pending(store)
+    approved = approve_pending(store)
     fork_eid = fork_what_if(store)
     timelines(store, requests)
     ledger_check(store, requests, fork_eid)
@@ -184,9 +209,17 @@ def main() -> None:
     )
     store.close()
 
-    say("\n8. A support agent over the same data pauses in a tool for approval; a fresh process")
+    say("\n9. A support agent over the same data pauses in a tool for approval; a fresh process")
     say("   approves and resumes it:")
     support_agent.main()
+
+    say("\n10. The operator's side: every run, its timeline and who answered it (the audit trail)")
+    say("    in the approvals page, from this directory:")
+    say("      cd examples/refunds")
+    say(f"      TETHER_UI_TOKEN=demo-token tether serve --db {DB_URL_SHOWN} --app refund_chain:app")
+    say("    then open http://127.0.0.1:8000/runs (log in with demo-token). In a terminal:")
+    say(f"      tether runs list --db {DB_URL_SHOWN}")
+    say(f"      tether runs show {approved} --db {DB_URL_SHOWN}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from tether import (
     idempotent,
     interrupt,
 )
+from tether.registry import Registry
 
 REVIEW_OVER = Decimal("500")  # refunds above this need a manager
 LEDGER = Path(os.environ.get("REFUND_LEDGER", "ledger.jsonl"))
@@ -85,7 +86,9 @@ def notify(s: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": outcome, "notified": s["customer_email"]}
 
 
-def build(store: Checkpointer) -> Chain:
+def build(store: Checkpointer | None) -> Chain:
+    """The refund chain over ``store`` (``None``: ``tether.connect()`` on first use, which
+    reaches the store a command's ``--db`` names)."""
     chain = Chain("refunds", store)
     for node_id, fn in [
         ("validate", validate),
@@ -118,3 +121,7 @@ def load_requests(path: Path) -> list[dict[str, Any]]:
             }
             for row in csv.DictReader(f)
         ]
+
+
+#: The runners the command line and the web page resume: ``--app refund_chain:app``.
+app = Registry(build(None))

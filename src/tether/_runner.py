@@ -326,6 +326,16 @@ async def claim(
     return _answers(cp, won), owner
 
 
+async def record_fork_answer(
+    store: Checkpointer, execution_id: str, value: Resume | None, src: Checkpoint
+) -> None:
+    """Record a fork's ``resume_value`` in the branch's audit trail: it answers ``src``'s
+    question for the branch (docs/design.md §5, "The audit trail"). Written right after the
+    branch's ``fork_origin`` row, before the answer is used."""
+    if value is not None:
+        await store.arecord_audit(answer_entry(execution_id, value, src))
+
+
 def question_changed(
     execution_id: str, checkpoint_id: str, pending: PendingInterrupt | None
 ) -> InterruptChangedError:

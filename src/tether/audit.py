@@ -44,7 +44,8 @@ class AuditEntry:
     Attributes:
         execution_id: the run decided about.
         action: what was decided: ``approved`` or ``rejected`` for an answer.
-        via: the surface it came through, one of :data:`VIAS`.
+        via: the surface it came through: one of :data:`VIAS` from tether's own surfaces, or
+            what a caller's ``Resume.metadata["via"]`` says.
         actor: who decided: the named user of the web page, ``--by`` or the OS user on the
             CLI, ``Resume.metadata["answered_by"]`` in code; ``None`` when nobody was named
             (the web page's shared token, code that names no one).
@@ -132,7 +133,7 @@ def answer_entry(
     return AuditEntry(
         execution_id=execution_id,
         action="approved" if value.approved else "rejected",
-        via=meta.get(VIA, "code"),
+        via=meta.get(VIA) or "code",
         actor=meta.get(ANSWERED_BY),
         note=meta.get(NOTE),
         data=value.data,
@@ -148,9 +149,7 @@ def answer_entry(
 
 def check_answer_metadata(metadata: dict[str, Any]) -> str | None:
     """Why ``metadata``'s audit keys are unusable, or ``None`` when they are fine."""
-    for key in (ANSWERED_BY, NOTE):
+    for key in (ANSWERED_BY, NOTE, VIA):
         if key in metadata and not (metadata[key] is None or isinstance(metadata[key], str)):
             return f"Resume.metadata[{key!r}] must be a str, got {type(metadata[key]).__name__}"
-    if VIA in metadata and metadata[VIA] not in VIAS:
-        return f"Resume.metadata['via'] must be one of {', '.join(VIAS)}, got {metadata[VIA]!r}"
     return None

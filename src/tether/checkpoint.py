@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -50,9 +51,16 @@ _LABELS: Final = {
 }
 
 
+# Ids come from a generator seeded from os.urandom (reseeded in a forked child), not from a
+# system call each: every step takes one. They name rows, they guard nothing (the web page
+# has its own authentication), so they need to be unique, not unpredictable.
+_IDS = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _IDS.seed(os.urandom(32)))
+
+
 def new_id() -> str:
     """A fresh random id (32 hex characters, 128 random bits) for runs and checkpoints."""
-    return os.urandom(16).hex()
+    return f"{_IDS.getrandbits(128):032x}"
 
 
 def utcnow() -> _dt.datetime:

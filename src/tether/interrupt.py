@@ -40,8 +40,8 @@ class Resume:
         data: any JSON-able payload, e.g. edited values.
         metadata: free-form JSON-able details. Three keys make the answer's entry in the
             run's audit trail (:mod:`tether.audit`): ``"answered_by"`` (who answered, a
-            str), ``"note"`` (a str) and ``"via"`` (the surface: ``"cli"``, ``"web"``,
-            ``"api"``, ``"code"`` (the default) or ``"worker"``).
+            str), ``"note"`` (a str) and ``"via"`` (a str naming the surface: tether's own are
+            ``"cli"``, ``"web"``, ``"api"``, ``"code"`` (the default) and ``"worker"``).
         checkpoint_id: the question this answers: the ``checkpoint_id`` of the pending
             interrupt the human was shown (``result.pending_interrupt["checkpoint_id"]``,
             ``PendingInterrupt.checkpoint_id``). A resume given it is refused with

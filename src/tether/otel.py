@@ -37,9 +37,16 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
 from . import _trace
+from .checkpoint import Checkpoint
 from .errors import InterruptSignal
 
-__all__ = ["INSTRUMENTATION_NAME", "instrument", "is_instrumented", "uninstrument"]
+__all__ = [
+    "INSTRUMENTATION_NAME",
+    "instrument",
+    "is_instrumented",
+    "trace_id",
+    "uninstrument",
+]
 
 INSTRUMENTATION_NAME = "tether"
 
@@ -163,6 +170,13 @@ class OTelTracing:
         span.set_attribute("tether.status", status)
         if status == "failed":
             span.set_status(Status(StatusCode.ERROR, error or "the run failed"))
+
+
+def trace_id(checkpoint: Checkpoint) -> str | None:
+    """The trace id (32 hex digits) a checkpoint written inside a traced drive carries in its
+    ``node_output["trace_id"]``, or ``None`` for a row written untraced (see
+    ``docs/observability.md``, "The trace id on checkpoints")."""
+    return _trace.trace_id_of(checkpoint)
 
 
 def instrument(tracer_provider: TracerProvider | None = None) -> None:

@@ -23,8 +23,10 @@ class ChainResult:
             will see again).
         execution_id: the run's id (a fork's own new id).
         pending_interrupt: for a pause, ``{reason, context, node_id, agent_path}``.
-        node_results: the updates each node returned during this call, by node id (a node run
-            several times in a cycle keeps its last).
+        node_results: the update the last node committed in this call returned, under its
+            node id (``{}`` when none did). One entry, whatever the run's length, so a long run
+            holds no history in memory (docs/design.md, "What a result holds"); every step's
+            state is in the store: ``checkpointer.list(execution_id)``.
         error: for a failure, the exception that escaped (also recorded on the run).
     """
 

@@ -100,4 +100,60 @@ def test_answer_metadata_of_the_wrong_type_is_refused_before_anything_is_stored(
     with pytest.raises(ChainResumeError, match="answered_by"):
         Resume(True, metadata={"answered_by": 7})
     with pytest.raises(ChainResumeError, match="via"):
-        Resume(True, metadata={"via": "carrier-pigeon"})
+        Resume(True, metadata={"via": ["web"]})
+
+
+def test_a_forks_resume_value_is_recorded_in_the_branchs_trail_not_the_sources(store):
+    eid = _paused(store)
+    question = store.get_pending_interrupt(eid).checkpoint_id
+    chain = orders_chain(store)
+    branch = chain.fork(
+        eid, question, resume_value=Resume(False, metadata={"answered_by": "carol", "note": "why"})
+    )
+    assert branch.status == "completed"
+    assert store.list_audit(eid) == []
+    [entry] = store.list_audit(branch.execution_id)
+    assert (entry.action, entry.actor, entry.via, entry.note, entry.checkpoint_id) == (
+        "rejected",
+        "carol",
+        "code",
+        "why",
+        question,
+    )
+    assert entry.interrupt["node_id"] == "review"
+
+
+def test_an_entry_whose_stored_json_is_damaged_is_listed_with_the_damage_named(tmp_path):
+    import sqlite3
+
+    from tether.store.sqlite import SQLiteCheckpointer
+
+    store = SQLiteCheckpointer(tmp_path / "t.db")
+    eid = _paused(store)
+    orders_chain(store).resume(eid, Resume(True, {"x": 1}, {"answered_by": "alice"}))
+    store.record_audit(AuditEntry(eid, "note_added", "cli", "bob", data={"ok": True}))
+    with sqlite3.connect(tmp_path / "t.db") as raw:
+        raw.execute("UPDATE audit_log SET data = x'7b6e6f' WHERE actor = 'alice'")
+    first, second = store.list_audit(eid)
+    assert first.actor == "alice" and "cannot be read" in first.data["unreadable"]
+    assert second.data == {"ok": True}
+    store.close()
+
+
+def test_an_entry_the_store_cannot_write_leaves_the_answer_unstored_too(store):
+    from tether.errors import SerializationError
+
+    eid = _paused(store)
+    pending = store.get_pending_interrupt(eid)
+    unstorable = AuditEntry(eid, "approved", "cli", "alice", data=object())
+    value = {"approved": True, "data": None, "metadata": {}}
+    with pytest.raises(SerializationError):
+        store.answer_interrupt(eid, value, checkpoint_id=pending.checkpoint_id, audit=unstorable)
+    with pytest.raises(SerializationError):
+        store.claim_interrupt(
+            eid, owner="me", resume_value=value, lease_seconds=30, audit=unstorable
+        )
+    still = store.get_pending_interrupt(eid)
+    assert still.resume_value is None and still.claimed_by is None
+    assert store.get_run(eid).status == "paused"
+    assert store.list_audit(eid) == []

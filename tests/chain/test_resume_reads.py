@@ -149,7 +149,7 @@ def test_a_refused_resume_leaves_a_failed_run_failed_with_its_error(store, refus
 
 def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_path):
     """Statement by statement: the lease take (one statement), the resumable row and its state
-    chain (one read), the status, then per step one INSERT and no read; the run's end gives
+    chain (two reads), the status, then per step one INSERT and no read; the run's end gives
     the lease back in its own commit."""
     store = tether.SQLiteCheckpointer(str(tmp_path / "t.db"))
     fail_at = {5}
@@ -161,14 +161,15 @@ def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_
     assert chain.resume(eid).status == "completed"
     # the lease take of a free run: one compare-and-set UPDATE, a transaction of its own
     assert statements[0] == "UPDATE"
-    assert statements[1] == "WITH"  # one read: the two newest rows and their state chain
+    # two reads: the two newest rows, then their state chain (seq, kind and state only)
+    assert statements[1:3] == ["SELECT", "SELECT"]
     # the failed run set running once nothing can refuse the resume any more: one statement,
     # a transaction of its own
-    assert statements[2] == "UPDATE"
+    assert statements[3] == "UPDATE"
     # n5, n6, n7: one INSERT each, a transaction of its own, and no read in between
-    assert statements[3:6] == ["INSERT", "INSERT", "INSERT"]
+    assert statements[4:7] == ["INSERT", "INSERT", "INSERT"]
     # the run's end: its row, then its status with the lease given back, in one commit
-    assert statements[6:] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
+    assert statements[7:] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
     store.close()
 
 

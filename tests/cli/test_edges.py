@@ -106,3 +106,44 @@ def test_an_unreachable_database_fails_in_seconds_with_one_line(tmp_path):
         assert line.startswith("tether: StoreUnavailableError: cannot connect to"), line
         assert took < 10, took
     assert "no_such_db_i20" in tether_cli(f"{base}/no_such_db_i20", "pending", "list").stderr
+
+
+def test_a_damaged_row_is_listed_and_marked_and_the_others_read(store, db_url):
+    from tests.support.damage import damage
+
+    d = damage(store)
+    listed = as_json(tether_cli(db_url, "runs", "list", "--json"))
+    by_id = {r["execution_id"]: r for r in listed}
+    assert set(by_id) == {*d.good, *d.damaged}
+    assert "input unreadable" in by_id[d.bad_input]["damaged"]
+    assert all(by_id[e]["damaged"] is None for e in d.good)
+    pending = as_json(tether_cli(db_url, "pending", "list", "--json"))
+    assert "context unreadable" in {p["execution_id"]: p for p in pending}[d.bad_context]["damaged"]
+    for args in (("runs", "list"), ("pending", "list")):
+        table = tether_cli(db_url, *args)
+        assert table.returncode == 0, table.stderr
+        assert "damaged" in table.stdout and all(e in table.stdout for e in d.good)
+
+
+def test_list_commands_page_with_after_and_filter_pending(store, db_url):
+    from tests.support.damage import paused
+
+    for i in range(5):
+        paused(store, f"p-{i}")
+    first = tether_cli(db_url, "pending", "list", "--limit", "2", "--json")
+    assert [p["execution_id"] for p in as_json(first)] == ["p-0", "p-1"]
+    assert "2 of 5 shown; next page: tether pending list --after p-1" in first.stderr
+    rest = tether_cli(db_url, "pending", "list", "--after", "p-1", "--json")
+    assert [p["execution_id"] for p in as_json(rest)] == ["p-2", "p-3", "p-4"]
+    assert rest.stderr == ""
+    newest = tether_cli(db_url, "pending", "list", "--desc", "--limit", "1", "--json")
+    assert [p["execution_id"] for p in as_json(newest)] == ["p-4"]
+    found = tether_cli(db_url, "pending", "list", "--search", "p-3", "--runner", "chain:orders")
+    assert "p-3" in found.stdout and "p-2" not in found.stdout
+    assert as_json(tether_cli(db_url, "pending", "list", "--waiting", "1d", "--json")) == []
+    bad = tether_cli(db_url, "pending", "list", "--waiting", "soon")
+    assert bad.returncode == 4 and "--waiting 'soon'" in bad.stderr
+    runs = tether_cli(db_url, "runs", "list", "--limit", "3", "--json")
+    assert [r["execution_id"] for r in as_json(runs)] == ["p-4", "p-3", "p-2"]
+    more = tether_cli(db_url, "runs", "list", "--after", "p-2", "--search", "p-", "--json")
+    assert [r["execution_id"] for r in as_json(more)] == ["p-1", "p-0"]

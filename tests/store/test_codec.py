@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import random
+from pathlib import Path
 
 import orjson
 import pytest
 import zstandard
 
+import tether
 from tether import Checkpoint, serde
 from tether.errors import CorruptRecordError
 from tether.store import _compression, _delta, _heads, _node_input
@@ -79,17 +82,52 @@ def test_chunked_lists_join_back_to_the_same_bytes_on_a_full_snapshot():
     assert head.keys["log"].join() == orjson.dumps(items)
 
 
-def test_chunks_join_once_they_reach_their_bound_and_skip_empty_arrays():
-    items = [f"item-{i}" for i in range(_delta.Chunks.MAX_PARTS + 40)]
+def test_chunks_grown_from_one_another_share_parts_and_each_keeps_its_own_value():
+    items = [f"item-{i}" for i in range(600)]
     value = _delta.Chunks([b"[]"])
     grown = [value]
     for item in items:
         value = value.grow(orjson.dumps([item]))
         grown.append(value)
-        assert len(value.parts) <= _delta.Chunks.MAX_PARTS
+    assert value.parts is grown[1].parts  # appending copied no parts
     assert value.join() == orjson.dumps(items)
     assert grown[10].join() == orjson.dumps(items[:10])  # earlier values are left as they were
+    # growing an older value (a head kept for a retry) branches off, leaving the newer intact
+    branch = grown[10].grow(b'["other"]')
+    assert branch.join() == orjson.dumps([*items[:10], "other"])
+    assert value.join() == orjson.dumps(items) and grown[11].join() == orjson.dumps(items[:11])
     assert value.grow(b"[]").join() == orjson.dumps(items)
+
+
+@pytest.mark.parametrize("length", [100, _delta.WHOLE_CHECK_ITEMS + 100])
+def test_a_grown_list_costs_its_new_items_and_a_replaced_first_or_recent_item_is_caught(length):
+    log = [f"m{i}" for i in range(length)]
+    _, _, head = _delta.encode_next(None, {"log": log})
+    for i in range(length, length + 10):
+        log = [*log, f"m{i}"]
+        kind, payload, head = _delta.encode_next(head, {"log": log})
+        assert kind == "delta" and payload == b'{"a":{"log":["m%d"]}}' % i
+    same = list(log)
+    assert _delta.encode_next(head, {"log": same})[1] == b"{}"
+    for changed in (
+        [*log[:-1], "changed", "new"],  # the newest item replaced, one appended
+        ["changed", *log[1:], "new"],  # the first item replaced
+        [*log[:-1], "changed"],  # replaced, nothing appended
+        log[:50],  # shorter
+    ):
+        _, payload, _ = _delta.encode_next(head, {"log": changed})
+        assert orjson.loads(payload) == {"s": {"log": changed}}
+
+
+def test_any_replaced_item_of_a_list_up_to_the_whole_check_bound_is_caught():
+    todo = [f"task {i}: open" for i in range(_delta.WHOLE_CHECK_ITEMS)]
+    _, _, head = _delta.encode_next(None, {"todo": todo})
+    todo[500] = "task 500: done"  # in place, the same list object
+    _, payload, head = _delta.encode_next(head, {"todo": todo})
+    assert orjson.loads(payload) == {"s": {"todo": todo}}
+    grown = [*todo[:10], "task 10: done", *todo[11:], "task 1024: open"]
+    _, payload, _ = _delta.encode_next(head, {"todo": grown})
+    assert orjson.loads(payload) == {"s": {"todo": grown}}
 
 
 def test_mutable_items_never_take_the_identity_shortcut():
@@ -387,3 +425,76 @@ def test_a_store_with_compression_off_writes_plain_json_and_reads_compressed_row
         plain_store.close()
     stored = _raw_sql(store, "SELECT state FROM {t} ORDER BY seq")
     assert [bytes(state[:1]) for (state,) in stored] == [b"(", b"{"]
+
+
+# --- rows written by an earlier tether ------------------------------------------------------
+
+OLD_ROWS = Path(__file__).parent / "fixtures" / "rows_4cf2688.json"
+
+
+def _old_message(i: int) -> str:
+    return f"message {i:04d} " + "abcdefgh" * (i % 4)
+
+
+def _old_state(i: int) -> dict:
+    return {"log": [_old_message(j) for j in range(i + 1)], "turn": i}
+
+
+def test_rows_written_by_an_earlier_tether_load_and_a_new_writer_continues_them(store_and_url):
+    """The fixture's payloads were written by tether at 4cf2688, before issue 17 (full
+    snapshots at least every 512 rows, the tail found by a full identity scan): each row's
+    state, the latest state, the resume point and a row written after them read back."""
+    store, url = store_and_url
+    old = orjson.loads(OLD_ROWS.read_bytes())["rows"]
+    assert {r["kind"] for r in old if r["seq"] > 1} == {"full", "delta"}
+    assert any(base64.b64decode(r["state"])[:1] == _compression.ZSTD_MARK for r in old)
+    store.create_run(RunRecord("old-run", "c", "chain"))
+    log: list = []
+    for i in range(len(old)):  # rows with every other column, whose state is then replaced
+        log = [*log, _old_message(i)]
+        store.put(
+            Checkpoint(
+                execution_id="old-run",
+                node_id=f"n{i}",
+                step_type="node",
+                status="completed",
+                state_snapshot={"log": log, "turn": i},
+            )
+        )
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(old))
+    params = tuple(
+        x for r in old for x in (r["seq"], r["kind"], base64.b64decode(r["state"]), r["base_seq"])
+    )
+    _raw_sql(
+        store,
+        "UPDATE {t} SET state_kind = v.column2, state = v.column3, base_seq = v.column4 "
+        f"FROM (VALUES {values}) AS v WHERE execution_id = 'old-run' AND seq = v.column1",
+        params,
+    )
+    stored = _raw_sql(store, "SELECT seq, state_kind, base_seq FROM {t} ORDER BY seq")
+    assert stored == [(r["seq"], r["kind"], r["base_seq"]) for r in old]
+
+    fresh = tether.connect(url)  # no writer head: everything is read from the old rows
+    try:
+        assert fresh.get_last("old-run").state_snapshot == _old_state(len(old) - 1)
+        assert [cp.state_snapshot for cp in fresh.list("old-run")] == [
+            _old_state(i) for i in range(len(old))
+        ]
+        assert tether.latest_resumable(fresh, "old-run").state_snapshot == _old_state(599)
+        state = _old_state(600)
+        fresh.put(
+            Checkpoint(
+                execution_id="old-run",
+                node_id="n600",
+                step_type="node",
+                status="completed",
+                state_snapshot=state,
+            )
+        )
+    finally:
+        fresh.close()
+    again = tether.connect(url)
+    try:
+        assert again.get_last("old-run").state_snapshot == state
+    finally:
+        again.close()

@@ -25,7 +25,7 @@ from tether import Checkpointer
 from tether.registry import Registry
 from tether.web import create_app
 
-TOKEN = "test-token-3f2a"
+TOKEN = "test-token-3f2a-9c1d"
 APP = "tests.web.app:app"
 CSRF = re.compile(r'name="csrf_token" value="([0-9a-f]+)"')
 

@@ -298,11 +298,11 @@ def test_sessions_are_signed_and_expire():
     sessions = Sessions("tok")
     session, cookie = sessions.new(authenticated=True)
     assert sessions.load(cookie) == session
-    nonce, flag, issued, sig = cookie.split(".")
-    assert sessions.load(f"{nonce}.1.{issued}.{'0' * len(sig)}") is None
+    nonce, flag, issued, user, sig = cookie.split(".")
+    assert sessions.load(f"{nonce}.1.{issued}.{user}.{'0' * len(sig)}") is None
     assert Sessions("other").load(cookie) is None  # a new token logs everyone out
     old = str(int(_time.time()) - SESSION_MAX_AGE_SECONDS - 5)
-    body = f"{nonce}.{flag}.{old}"
+    body = f"{nonce}.{flag}.{old}.{user}"
     assert sessions.load(f"{body}.{sessions._sign(body)}") is None
     assert sessions.csrf_ok(session, sessions.csrf_token(session))
     assert not sessions.csrf_ok(session, "")

@@ -175,3 +175,76 @@ def test_notes_and_data_over_their_limits_are_refused_and_nothing_changes(client
     assert form.status_code == 413
     assert store.get_pending_interrupt(eid).resume_value is None
     assert client.get("/pending", follow_redirects=False).status_code == 200
+
+
+def test_a_damaged_row_spoils_only_its_own_entry_in_every_listing(client, store):
+    from tests.support.damage import damage
+
+    d = damage(store)
+    runs = client.get("/api/runs", headers=bearer())
+    assert runs.status_code == 200, runs.text
+    by_id = {r["execution_id"]: r for r in runs.json()}
+    assert set(by_id) == {*d.good, *d.damaged}
+    assert all(by_id[e]["damaged"] is None for e in d.good)
+    assert "input unreadable" in by_id[d.bad_input]["damaged"]
+    assert by_id[d.bad_input]["input"] is None and by_id[d.bad_input]["runner_name"] == "orders"
+    if d.bad_name:
+        assert "runner_name unreadable" in by_id[d.bad_name]["damaged"]
+        assert by_id[d.bad_name]["runner_name"] == "or\ufffd"
+        assert "created_at unreadable" in by_id[d.bad_time]["damaged"]
+    pending = client.get("/api/pending", headers=bearer())
+    assert pending.status_code == 200, pending.text
+    entries = {p["execution_id"]: p for p in pending.json()}
+    assert set(entries) == {*d.good, *d.damaged}
+    assert "context unreadable" in entries[d.bad_context]["damaged"]
+    assert entries[d.good[0]]["context"] == {"amount": 500}
+    # The run itself, read by id, is an error that names the run and the field.
+    shown = client.get(f"/api/runs/{d.bad_input}", headers=bearer())
+    assert shown.status_code == 500 and d.bad_input in shown.text and "input" in shown.text
+    assert login(client).status_code == 303
+    run_rows = [e for e in d.damaged if e != d.bad_context]
+    for path, marked in (("/pending", [d.bad_context]), ("/runs", run_rows)):
+        page = client.get(path)
+        assert page.status_code == 200, page.text
+        assert page.text.count("damaged row:") == len(marked), path
+        assert all(e in page.text for e in [*d.good, *d.damaged]), path
+
+
+def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
+    from tests.support.damage import paused
+    from tether.worker import enqueue
+
+    for i in range(7):
+        paused(store, f"p-{i}")
+    enqueue(store, "orders", {"order_id": "Q", "amount": 1}, execution_id="q-1")
+    seen, url = [], "/api/pending?limit=3"
+    while url:
+        page = client.get(url, headers=bearer())
+        assert page.status_code == 200 and page.headers["x-total-count"] == "7"
+        seen += [p["execution_id"] for p in page.json()]
+        link = page.headers.get("link")
+        url = link[1 : link.index(">")] if link else None
+    assert seen == [f"p-{i}" for i in range(7)]  # oldest first, each once
+    newest = client.get("/api/pending?sort=since&dir=desc&limit=2", headers=bearer()).json()
+    assert [p["execution_id"] for p in newest] == ["p-6", "p-5"]
+    found = client.get("/api/pending?q=p-4", headers=bearer())
+    assert [p["execution_id"] for p in found.json()] == ["p-4"]
+    assert found.headers["x-total-count"] == "1"
+    assert (
+        client.get("/api/pending?runner=chain:orders", headers=bearer()).headers["x-total-count"]
+        == "7"
+    )
+    assert client.get("/api/pending?reason=nope", headers=bearer()).json() == []
+    assert client.get("/api/pending?waiting=1d", headers=bearer()).json() == []
+    assert len(client.get("/api/pending?waiting=0s", headers=bearer()).json()) == 7
+    for bad in ("waiting=soon", "sort=color", "dir=up"):
+        assert client.get(f"/api/pending?{bad}", headers=bearer()).status_code == 400, bad
+    runs, url = [], "/api/runs?limit=3"
+    while url:
+        page = client.get(url, headers=bearer())
+        assert page.headers["x-total-count"] == "8"
+        runs += [r["execution_id"] for r in page.json()]
+        link = page.headers.get("link")
+        url = link[1 : link.index(">")] if link else None
+    assert runs == ["q-1", *[f"p-{i}" for i in reversed(range(7))]]  # newest first
+    assert client.get("/api/runs?status=queued", headers=bearer()).headers["x-total-count"] == "1"

@@ -72,11 +72,11 @@ def test_operator_logs_in_approves_a_paused_run_and_sees_it_complete(
             page.click("button[type=submit]")
             page.wait_for_url(f"{server.url}/pending")
 
-            card = page.locator(f"section.pending[data-execution-id='{eid}']")
+            card = page.locator(f"tr.pending[data-execution-id='{eid}']")
             expect(card).to_be_visible()
             expect(card.locator("pre.context")).to_contain_text('"amount": 750')
             expect(card).to_contain_text("manager_approval")
-            expect(page.locator("section.pending")).to_have_count(2)
+            expect(page.locator("tr.pending")).to_have_count(2)
             page.screenshot(path=str(ARTIFACTS / "web_pending.png"), full_page=True)
 
             # Open the run: its timeline and the pending interrupt.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _lease, _trace
 from .._context import RunContext, current_agent_path, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, load_run, record_fork_answer
 from ..checkpoint import Checkpoint, new_id
 from ..errors import (
     AlreadyResumed,
@@ -328,4 +328,5 @@ async def fork(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await drive_outermost(runner, store, eid, run.input, reentry)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease
 from .._context import current_agent_path
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, load_run
+from .._runner import afork_checkpoint, alatest_resumable, claim, load_run, record_fork_answer
 from ..checkpoint import Checkpoint, new_id
 from ..errors import AlreadyResumed, ConfigurationError
 from ..interrupt import Answer, check_resume_value, stored_answers
@@ -180,4 +180,5 @@ async def fork(
             parent_checkpoint_id=src.checkpoint_id,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await drive(agent, store, eid, cursor)

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Any
 from .. import _lease, _trace, serde
 from .._context import RunContext, current_run, run_scope
 from .._faults import fault
-from .._runner import afork_checkpoint, alatest_resumable, claim, claim_heartbeat, load_run
+from .._runner import (
+    afork_checkpoint,
+    alatest_resumable,
+    claim,
+    claim_heartbeat,
+    load_run,
+    record_fork_answer,
+)
 from ..agent._compose import claim_reentry, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
@@ -184,6 +191,7 @@ async def fork(
             next_node_id=next_node,
         )
     )
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, _Cursor(next_node, state, counters, answers))
 
 
@@ -221,6 +229,7 @@ async def _fork_in_runner(
     )
     cursor = _Cursor(frame["node_id"], frame["state"], dict(frame["counters"]))
     cursor.reentry = reentry.deeper()
+    await record_fork_answer(store, eid, value, src)
     return await _drive(chain, store, eid, cursor)
 
 
@@ -291,7 +300,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                 fault("chain.after_commit")
                 owner = None
                 answers = []
-                results[node_id] = updates
+                # Only the newest: one entry per node would hold every update of a long
+                # linear run (each a grown copy of its lists), quadratic in its length.
+                results = {node_id: updates}
                 state = new_state
                 node_id = next_id
             fault("run.before_end")

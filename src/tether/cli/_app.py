@@ -199,14 +199,16 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, audit, maintenance, runs, serve, worker
+    from . import answer, audit, lists, maintenance, runs, serve, users, worker
 
     for command in (
         *runs.COMMANDS,
+        *lists.COMMANDS,
         *answer.COMMANDS,
         *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
+        *users.COMMANDS,
         *worker.COMMANDS,
     ):
         cli.add_command(command)

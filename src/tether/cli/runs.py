@@ -1,4 +1,5 @@
-"""Read-only commands: ``runs list``, ``runs show`` and ``pending list``."""
+"""``runs show`` and the JSON shapes of runs and pending interrupts (the list commands are
+in :mod:`tether.cli.lists`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from ..checkpoint import Checkpoint, run_result
 from ..errors import RunNotFoundError
 from ..store.base import Checkpointer, PendingInterrupt, RunRecord
 from ._app import open_store, store_options
-from ._filters import RUN_STATUSES, runner_filter, runner_label
 from ._render import (
     compact,
     diff_markup,
@@ -39,7 +39,8 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
     nothing executes, see :mod:`tether._stale`), ``stale_reason`` (``"lease_lapsed"``,
     ``"owner_gone"``, ``"unowned"`` or ``None``),
     ``stale_note`` (the same in words, e.g. ``"stale (lease lapsed at ... UTC)"``) and
-    ``parent_pruned`` (a fork whose parent run is no longer in the store).
+    ``parent_pruned`` (a fork whose parent run is no longer in the store) and ``damaged``
+    (a listed run whose row could not be fully read: which fields, else ``None``).
 
     Args:
         run: the run.
@@ -66,6 +67,7 @@ def run_json(run: RunRecord, *, parent_pruned: bool = False) -> dict[str, Any]:
         "stale_reason": None if stale is None else stale.reason,
         "stale_note": None if stale is None else stale.describe(),
         "parent_pruned": parent_pruned,
+        "damaged": run.damaged,
     }
 
 
@@ -108,6 +110,7 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "claimed_by": pending.claimed_by,
         "claim_expires_at": pending.claim_expires_at,
         "resume_value": pending.resume_value,
+        "damaged": pending.damaged,
     }
 
 
@@ -134,53 +137,6 @@ def pending_state(pending: PendingInterrupt) -> str:
 @click.group("runs")
 def runs_group() -> None:
     """List and inspect runs."""
-
-
-@runs_group.command("list")
-@click.option("--status", type=click.Choice(RUN_STATUSES), help="Only runs in this status.")
-@click.option(
-    "--name",
-    "runner_name",
-    metavar="RUNNER",
-    help="Only runs of this runner ('orders' or 'chain:orders').",
-)
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@store_options
-def runs_list(
-    status: str | None, runner_name: str | None, limit: int, db_url: str, as_json: bool
-) -> int:
-    """List runs, newest first."""
-    store = open_store(db_url)
-    try:
-        found = store.list_runs(status=status, runner_name=runner_filter(runner_name), limit=limit)
-        pruned = missing_parents(store, found)
-    finally:
-        store.close()
-    if as_json:
-        emit_json([run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found])
-        return 0
-    if not found:
-        out.print("[dim]no runs[/]")
-        return 0
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("execution_id", **ID_COLUMN)
-    table.add_column("runner")
-    table.add_column("status", no_wrap=True)
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("updated (UTC)", no_wrap=True)
-    table.add_column("note", overflow="fold")
-    for run in found:
-        note = run_note(run, run.parent_execution_id in pruned)
-        table.add_row(
-            run.execution_id,
-            escape(runner_label(run)),
-            run_status_markup(run),
-            when(run.created_at),
-            when(run.updated_at),
-            escape(note if len(note) <= 120 else note[:119] + "…"),
-        )
-    out.print(table)
-    return 0
 
 
 def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, Any]]:
@@ -216,7 +172,7 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
     return rows
 
 
-def run_detail(store: Checkpointer, execution_id: str) -> dict[str, Any]:
+def run_detail(store: Checkpointer, run: RunRecord, rows: list[Checkpoint]) -> dict[str, Any]:
     """Everything about one run, as ``tether runs show --json`` prints it and
     ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
     output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
@@ -224,15 +180,11 @@ def run_detail(store: Checkpointer, execution_id: str) -> dict[str, Any]:
     ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
     oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
 
-    Raises:
-        RunNotFoundError: no such run.
+    Args:
+        run: the run.
+        rows: its checkpoints (``store.list``).
     """
-    run = store.get_run(execution_id)
-    if run is None:
-        raise RunNotFoundError(
-            f"no run with execution_id {execution_id!r}", execution_id=execution_id
-        )
-    rows = store.list(execution_id)
+    execution_id = run.execution_id
     pending = store.get_pending_interrupt(execution_id)
     return {
         "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
@@ -252,15 +204,18 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
     audit trail (who answered, when, how) and idempotency cache."""
     store = open_store(db_url)
     try:
-        detail = run_detail(store, execution_id)
         run = store.get_run(execution_id)
+        if run is None:
+            raise RunNotFoundError(
+                f"no run with execution_id {execution_id!r}", execution_id=execution_id
+            )
+        detail = run_detail(store, run, store.list(execution_id))
         pending = store.get_pending_interrupt(execution_id)
     finally:
         store.close()
     if as_json:
         emit_json(detail)
         return 0
-    assert run is not None
     rows, cache, parent_pruned = (
         detail["checkpoints"],
         detail["idempotency"],
@@ -339,66 +294,6 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
 @click.group("pending")
 def pending_group() -> None:
     """Interrupts waiting for a human."""
-
-
-@pending_group.command("list")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
-@store_options
-def pending_list(limit: int, db_url: str, as_json: bool) -> int:
-    """List pending interrupts, oldest first (with the run's error, when a worker left the
-    run for code that has its step)."""
-    store = open_store(db_url)
-    try:
-        found = store.list_pending_interrupts(limit=limit)
-        runners: dict[str, str | None] = {}
-        errors: dict[str, str | None] = {}
-        for p in found:
-            run = store.get_run(p.execution_id)
-            runners[p.execution_id] = run.runner_name if run else None
-            errors[p.execution_id] = run.error if run else None
-    finally:
-        store.close()
-    if as_json:
-        emit_json(
-            [
-                {
-                    **pending_json(p),
-                    "runner_name": runners[p.execution_id],
-                    "run_error": errors[p.execution_id],
-                }
-                for p in found
-            ]
-        )
-        return 0
-    if not found:
-        out.print("[dim]no pending interrupts[/]")
-        return 0
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("execution_id", **ID_COLUMN)
-    # The question's id: `approve`/`reject --checkpoint` bind an answer to it.
-    table.add_column("checkpoint_id", **ID_COLUMN)
-    for column in ("runner", "node_id", "reason", "state"):
-        table.add_column(column)
-    table.add_column("since (UTC)", no_wrap=True)
-    table.add_column("context", overflow="fold")
-    for p in found:
-        table.add_row(
-            p.execution_id,
-            p.checkpoint_id,
-            escape(runners[p.execution_id] or "?"),
-            escape(p.node_id),
-            escape(p.reason),
-            pending_state(p),
-            when(p.created_at),
-            escape(compact(p.context))
-            + (
-                f"\n[red]{escape(errors[p.execution_id] or '')}[/]"
-                if errors[p.execution_id]
-                else ""
-            ),
-        )
-    out.print(table)
-    return 0
 
 
 COMMANDS = (runs_group, pending_group)

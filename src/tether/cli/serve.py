@@ -40,6 +40,15 @@ TOKEN_ENV = "TETHER_UI_TOKEN"  # noqa: S105 - the variable's name, not a secret
     help="Another host name operators reach this server by (a proxy's name); repeatable. "
     "Requests for any other Host are refused (DNS rebinding).",
 )
+@click.option(
+    "--users",
+    "users_path",
+    envvar="TETHER_UI_USERS",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A users file (`tether users add NAME`): each user logs in with their own token and "
+    "their answers are recorded under their name [env: TETHER_UI_USERS].",
+)
 def serve(
     db_url: str,
     app_spec: str | None,
@@ -47,12 +56,14 @@ def serve(
     port: int,
     no_auth: bool,
     allowed_host: tuple[str, ...],
+    users_path: str | None,
 ) -> int:
     """Serve the approvals page and the JSON API under /api/.
 
-    Operators log in with the token in $TETHER_UI_TOKEN; scripts send it as
-    'Authorization: Bearer <token>'. With --app, approving a run resumes it here through its
-    runner; without it (or for runners not in the app) the answer is only stored.
+    Operators log in with their own token (--users) or the shared one in $TETHER_UI_TOKEN;
+    scripts send it as 'Authorization: Bearer <token>'. With --app, approving a run resumes
+    it here through its runner; without it (or for runners not in the app) the answer is
+    only stored.
     """
     try:
         import uvicorn
@@ -71,10 +82,11 @@ def serve(
             f"runs. Listen on 127.0.0.1, or set {TOKEN_ENV} and drop --no-auth",
             _errors.BAD_INPUT,
         )
-    if not no_auth and not token:
+    if not no_auth and not token and not users_path:
         raise _errors.CommandError(
-            f"set {TOKEN_ENV} to the token operators log in with (or pass --no-auth on a "
-            "loopback host)",
+            f"set {TOKEN_ENV} to the token operators log in with, or give each operator a "
+            "token of their own (`tether users add NAME`, then --users FILE), or pass --no-auth "
+            "on a loopback host",
             _errors.BAD_INPUT,
         )
     store = open_store(db_url, migrate=True)
@@ -86,7 +98,14 @@ def serve(
             "--allowed-host (e.g. --allowed-host approvals.example.com)",
             _errors.BAD_INPUT,
         )
-    app = create_app(store, registry=registry, token=token, no_auth=no_auth, allowed_hosts=hosts)
+    app = create_app(
+        store,
+        registry=registry,
+        token=token,
+        no_auth=no_auth,
+        allowed_hosts=hosts,
+        users=users_path,
+    )
     shown = f"[{host}]" if ":" in host else host
     err.print(
         f"tether: serving {display_url(db_url)} on http://{shown}:{port}/"

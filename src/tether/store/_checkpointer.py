@@ -18,6 +18,7 @@ from typing import Any, TypedDict, Unpack
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec
+from ._listing import Listings
 from ._operations import StoreOperations
 from ._plans import Plan
 from .base import EndedStatus, PendingInterrupt, PruneResult, RunRecord, RunStatus
@@ -39,7 +40,7 @@ class _ClaimOptions(TypedDict, total=False):
     audit: AuditEntry | None
 
 
-class PlanCheckpointer(StoreOperations):
+class PlanCheckpointer(Listings, StoreOperations):
     """Runs, checkpoints, pending interrupts and the idempotency cache on a SQL database
     (docs/storage.md). Every method raises :class:`~tether.errors.StoreError` subclasses, never
     driver errors."""
@@ -72,12 +73,6 @@ class PlanCheckpointer(StoreOperations):
 
     async def aget_run(self, execution_id: str) -> RunRecord | None:
         return await self._db.arun("get_run", self._get_run_plan(execution_id))
-
-    def list_runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> builtins.list[RunRecord]:
-        """Runs, newest first, optionally filtered by status and runner name."""
-        return self._db.run("list_runs", self._list_runs_plan(status, runner_name, limit))
 
     def set_run_status(
         self, execution_id: str, status: RunStatus, *, error: str | None = None
@@ -242,10 +237,6 @@ class PlanCheckpointer(StoreOperations):
 
     async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
         return await self._db.arun("get_pending_interrupt", self._pending_plan(execution_id))
-
-    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[PendingInterrupt]:
-        """Pending interrupts, oldest first."""
-        return self._db.run("list_pending_interrupts", self._pending_all_plan(limit))
 
     def claim_interrupt(
         self,

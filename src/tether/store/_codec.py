@@ -19,6 +19,7 @@ from ._compression import COMPRESS_MIN_BYTES, check_compress_min_bytes, compress
 from ._delta import (
     Head,
     apply_row_of,
+    copy_raw,
     decode_state,
     empty_head,
     encode_next,
@@ -50,9 +51,11 @@ __all__ = [
     "pending_from_row",
     "prune_cutoff",
     "replay_state",
+    "resumable_lies_further_back",
     "resume_point",
-    "resume_window",
     "run_from_row",
+    "sqlite_binding",
+    "state_chain_bounds",
     "ts_to_dt",
 ]
 
@@ -71,6 +74,32 @@ PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
     "claimed_by, claim_expires_at, resume_value"
 )
+
+
+_NULLS_INLINED: dict[tuple[str, tuple[int, ...]], str] = {}
+_NULLS_INLINED_MAX: Final = 256  # statement variants kept; a step path uses a handful
+
+
+def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
+    statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
+    ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
+    but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
+    internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
+    ``statement`` must hold no ``?`` but its placeholders."""
+    nulls = tuple(i for i, p in enumerate(params) if p is None)
+    sql = _NULLS_INLINED.get((statement, nulls))
+    if sql is None:
+        pieces = statement.split("?")
+        if len(pieces) != len(params) + 1:
+            raise ValueError(f"{len(params)} params for {len(pieces) - 1} placeholders")
+        sql = pieces[0] + "".join(
+            ("NULL" if i in nulls else "?") + piece for i, piece in enumerate(pieces[1:])
+        )
+        if len(_NULLS_INLINED) >= _NULLS_INLINED_MAX:
+            _NULLS_INLINED.clear()
+        _NULLS_INLINED[statement, nulls] = sql
+    return sql, tuple(bytearray(p) if type(p) is bytes else p for p in params if p is not None)
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
@@ -218,18 +247,19 @@ def checkpoints_from_rows(
     return out
 
 
-def resume_window(
-    window: Sequence[Sequence[Any]],
-) -> tuple[list[Sequence[Any]], list[tuple[int, str, bytes]] | None]:
-    """Split the rows of ``SELECT_RESUME_WINDOW`` (a run's rows in seq order, from the full
-    snapshot under its two newest rows up to its newest) into the arguments of
-    :func:`resume_point`: ``(rows, chain)``, the two newest rows and the state chain. The chain
-    is ``None`` when both rows are run-end markers: the row to resume lies further back, and
-    the caller adds it to ``rows`` and reads the chain from under it."""
-    rows = list(window[-2:])
-    if len(rows) == 2 and rows[0][5] == "run_end" and rows[1][5] == "run_end":
-        return rows, None
-    return rows, [(r[2], r[7], r[8]) for r in window]
+def resumable_lies_further_back(newest: Sequence[Sequence[Any]]) -> bool:
+    """Whether the run's two newest rows (``newest``, in :data:`CHECKPOINT_COLUMNS` order) are
+    both run-end markers, so that the row a resume re-enters lies further back and the caller
+    reads it too before :func:`state_chain_bounds`."""
+    return len(newest) == 2 and all(r[5] == "run_end" for r in newest)
+
+
+def state_chain_bounds(rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
+    """The seqs ``(first, last)`` of the state chain :func:`resume_point` needs for ``rows``:
+    from the full snapshot under the oldest of them up to the newest. Read as ``(seq,
+    state_kind, state)`` only: for a long run it is most of its rows, and the other columns
+    would cost more to fetch than the states."""
+    return min(r[9] for r in rows), max(r[2] for r in rows)
 
 
 def resume_point(
@@ -257,10 +287,11 @@ def resume_point(
         raise CorruptRecordError("state chain does not start at a full snapshot")
     raw: dict[str, Any] = {}
     at_target: dict[str, Any] | None = None
-    for seq, kind, payload in chain:
-        raw = apply_row_of(newest[1], seq, raw, kind, payload)
+    last = len(chain) - 1
+    for i, (seq, kind, payload) in enumerate(chain):
+        raw = apply_row_of(newest[1], seq, raw, kind, payload, in_place=True)
         if target is not None and seq == target[2]:
-            at_target = raw
+            at_target = raw if i == last else copy_raw(raw)
     if chain[-1][0] != newest[2] or (target is not None and at_target is None):
         raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
     head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])

@@ -5,19 +5,27 @@ A run's state is stored per top-level key as raw JSON. Each checkpoint row holds
 - a **full** snapshot ``{"<key>": <json>, ...}``, or
 - a **delta** against the previous row: ``{"s": {key: json}, "d": [key], "a": {key: [items]}}``
   (set, delete, append). A list that only grew (a message history, a log) stores only its new
-  items, found by comparing encoded bytes, so in-place mutation is caught too.
+  items.
 
-A full snapshot is written on a run's first row and then when replaying deltas would cost about
-twice the snapshot itself (and at least every ``MAX_ROWS_BETWEEN_FULL`` rows), so loading the
-latest state reads a bounded number of rows and bytes, while the bytes stored stay linear in
-what changed (DESIGN section 2). Each row records ``base_seq``: the seq of the full snapshot its
-replay starts from.
+How a grown list is found: a list of immutable items (JSON scalars and
+:class:`~tether.serde.FrozenDict`) is compared with the one the previous row encoded, item by
+item (in C: the same object or an equal one) while it holds at most :data:`WHOLE_CHECK_ITEMS`
+items; beyond that, by identity of its first item and of the newest :data:`TAIL_CHECK_ITEMS`
+items known from the previous row, so a step costs what it added, not the history. When they
+match, only what follows is encoded. Any other list is encoded whole and compared by bytes
+with the previous row's, so an in-place change is caught (an append is still stored as one).
+
+A full snapshot is written on a run's first row and then only when replaying the deltas since
+the last one would cost about twice the snapshot itself (counting :data:`ROW_COST_BYTES` per
+row), so loading the latest state reads at most about twice the state's bytes while the bytes
+stored stay linear in what changed (DESIGN section 2). A history that only grows is therefore
+never written again: each message is stored once. Each row records ``base_seq``: the seq of
+the full snapshot its replay starts from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -28,7 +36,8 @@ from ._compression import ZSTD_MARK, decompress_state
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
 
-MAX_ROWS_BETWEEN_FULL: Final = 512
+WHOLE_CHECK_ITEMS: Final = 1024  # lists up to this long are compared item by item
+TAIL_CHECK_ITEMS: Final = 16  # beyond: the first and these newest known items, by identity
 
 ROW_COST_BYTES: Final = 64  # what replaying one extra row costs, in equivalent bytes
 
@@ -37,31 +46,40 @@ REPLAY_FACTOR: Final = 2
 
 class Chunks:
     """A JSON list held as the encoded arrays it grew by, joined only when a full snapshot or
-    a byte comparison needs it (so appending costs what was appended, not the history)."""
+    a byte comparison needs it (so appending costs what was appended, not the history).
 
-    __slots__ = ("nbytes", "parts")
-    # Joining costs the whole history (and, on a VM, a page fault per 4 KB of the new bytes:
-    # 0.2-0.8 ms for 250 KB), growing copies one pointer per part; a full snapshot joins anyway
-    # at least every MAX_ROWS_BETWEEN_FULL rows, so a run's parts rarely reach this bound.
-    MAX_PARTS: Final = MAX_ROWS_BETWEEN_FULL
+    Values grown from one another share one list of parts, each seeing its first ``count``: a
+    head kept for a retry stays valid while its successor appends (growing from an older
+    value copies its parts once)."""
+
+    __slots__ = ("count", "nbytes", "parts")
 
     def __init__(self, parts: list[bytes]) -> None:
         self.parts = parts
+        self.count = len(parts)
         self.nbytes = sum(len(p) for p in parts)
 
     def grow(self, items: bytes) -> Chunks:
         """A new value with ``items`` (a JSON array) appended; ``self`` is left as it was."""
-        if len(self.parts) >= self.MAX_PARTS:
-            return Chunks([self.join(), items])
+        parts = self.parts
+        if len(parts) != self.count:  # a newer value grew from this one: branch off
+            parts = parts[: self.count]
+        # orjson's bytes keep its whole output buffer (4-16 KB for a 1 KB array); a part is
+        # kept for the run's life, so it is copied to its own size.
+        part = bytes(memoryview(items))
+        parts.append(part)
+        if parts[self.count] is not part:  # another thread appended first: branch off
+            parts = [*parts[: self.count], part]
         grown = Chunks.__new__(Chunks)
-        grown.parts = [*self.parts, items]
+        grown.parts = parts
+        grown.count = self.count + 1
         grown.nbytes = self.nbytes + len(items)
         return grown
 
     def join(self) -> bytes:
         """The whole JSON array, built in one allocation."""
         pieces: list[bytes | memoryview] = [b"["]
-        for p in self.parts:
+        for p in self.parts[: self.count]:
             if len(p) > 2:
                 if len(pieces) > 1:
                     pieces.append(b",")
@@ -82,6 +100,45 @@ def _nbytes(value: Encoded) -> int:
 
 
 @dataclass(slots=True)
+class ListMark:
+    """What the writer remembers of a list of immutable items it encoded, to tell next time
+    whether the list only grew (see the module docstring): its length, and a copy of it when
+    it is at most :data:`WHOLE_CHECK_ITEMS` long, else its first item and its newest
+    :data:`TAIL_CHECK_ITEMS` items."""
+
+    length: int
+    first: Any
+    newest: list[Any]
+    whole: list[Any] | None
+
+    @staticmethod
+    def of(items: list[Any]) -> ListMark:
+        n = len(items)
+        if n <= WHOLE_CHECK_ITEMS:
+            return ListMark(n, None, [], items[:])
+        return ListMark(n, items[0], items[n - TAIL_CHECK_ITEMS :], None)
+
+    def tail_of(self, items: list[Any]) -> list[Any] | None:
+        """The items appended to the marked list if ``items`` is that list, grown or not,
+        else ``None``."""
+        n = self.length
+        if len(items) < n:
+            return None
+        if self.whole is not None:
+            # Item by item in C: the same object, or an equal one (which encodes alike but
+            # for 1, 1.0 and True).
+            if (items[:n] if len(items) > n else items) != self.whole:
+                return None
+            return items[n:]
+        if items[0] is not self.first:
+            return None
+        for i, item in enumerate(self.newest, n - TAIL_CHECK_ITEMS):
+            if items[i] is not item:
+                return None
+        return items[n:]
+
+
+@dataclass(slots=True)
 class Head:
     """What the writer remembers of a run's newest row."""
 
@@ -90,9 +147,9 @@ class Head:
     keys: dict[str, Encoded]
     rows_since_full: int
     delta_bytes_since_full: int
-    # For list values made only of immutable scalars: a copy of the list as last encoded. When
-    # the next state's list starts with the very same objects, only the new tail is encoded.
-    sources: dict[str, list[Any]] = field(default_factory=dict)
+    # For list values made only of immutable items: a mark of the list as last encoded, so the
+    # next state's list, grown from it, costs only its new tail.
+    sources: dict[str, ListMark] = field(default_factory=dict)
 
 
 def _is_append(prev: bytes, new: bytes) -> bytes | None:
@@ -146,12 +203,36 @@ def _scalars_only(items: list[Any]) -> bool:
     return True
 
 
+def grow_list(
+    items: list[Any], mark: ListMark | None, prev: Encoded | None, path: str
+) -> tuple[Encoded, bytes, ListMark] | None:
+    """If ``items`` is the list ``mark`` describes grown by immutable items, its encoding
+    (``prev`` grown by the new items), the new items as a JSON array (``b"[]"`` when none) and
+    its new mark, encoding only the new items; else ``None``.
+
+    Raises:
+        SerializationError: naming ``path`` when the new items cannot be stored.
+    """
+    if mark is None or prev is None:
+        return None
+    tail = mark.tail_of(items)
+    if tail is None:
+        return None
+    if not tail:
+        return prev, b"[]", mark
+    if not _scalars_only(tail):
+        return None
+    added = serde.dumps(tail, path)
+    base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
+    return base.grow(added), added, ListMark.of(items)
+
+
 def encode_next(
     head: Head | None, state: dict[str, Any], *, force_full: bool = False
 ) -> tuple[str, bytes, Head]:
     """Encode ``state`` as the row after ``head``: :func:`encode_keys` then
     :func:`encode_state`, re-encoding only the new tail of lists that grew by appending
-    immutable scalars (so a step's cost follows what it added, not the history).
+    immutable items (so a step's cost follows what it added, not the history).
 
     Raises:
         SerializationError: naming ``state["key"]...`` of the first value JSON cannot store.
@@ -162,33 +243,22 @@ def encode_next(
     prev_sources = head.sources if head is not None else {}
     keys: dict[str, Encoded] = {}
     hints: dict[str, bytes] = {}
-    sources: dict[str, list[Any]] = {}
+    sources: dict[str, ListMark] = {}
     for k, v in state.items():
         if type(k) is not str:
             raise SerializationError(
                 f"state keys must be str, got {type(k).__name__} {k!r}", path=f"state[{k!r}]"
             )
         if type(v) is list:
-            src = prev_sources.get(k)
-            if src is not None:
-                n = len(src)
-                if len(v) >= n and (n == 0 or (v[n - 1] is src[n - 1] and all(map(is_, v, src)))):
-                    tail = v[n:]
-                    if not tail:
-                        keys[k] = prev_keys[k]
-                        sources[k] = src
-                        continue
-                    if _scalars_only(tail):
-                        items = serde.dumps(tail, f'state["{k}"]')
-                        prev = prev_keys[k]
-                        base = prev if type(prev) is Chunks else Chunks([_as_bytes(prev)])
-                        keys[k] = base.grow(items)
-                        hints[k] = items
-                        sources[k] = src + tail
-                        continue
+            grown = grow_list(v, prev_sources.get(k), prev_keys.get(k), f'state["{k}"]')
+            if grown is not None:
+                keys[k], added, sources[k] = grown
+                if added != b"[]":
+                    hints[k] = added
+                continue
             keys[k] = serde.dumps(v, f'state["{k}"]')
             if _scalars_only(v):
-                sources[k] = list(v)
+                sources[k] = ListMark.of(v)
         else:
             keys[k] = serde.dumps(v, f'state["{k}"]')
     return encode_state(head, keys, force_full=force_full, appended=hints, sources=sources)
@@ -204,7 +274,7 @@ def encode_state(
     *,
     force_full: bool = False,
     appended: dict[str, bytes] | None = None,
-    sources: dict[str, list[Any]] | None = None,
+    sources: dict[str, ListMark] | None = None,
 ) -> tuple[str, bytes, Head]:
     """Choose full or delta for the next row and encode it.
 
@@ -213,7 +283,7 @@ def encode_state(
         keys: the new state, encoded per key by :func:`encode_keys`.
         force_full: write a full snapshot regardless of the policy (a fork's first row).
         appended: keys already known to have grown by these JSON items (no compare needed).
-        sources: list copies to remember for the next row's fast path.
+        sources: list marks to remember for the next row's fast path.
 
     Returns:
         ``(state_kind, payload, new_head)`` where ``state_kind`` is ``"full"`` or ``"delta"``.
@@ -254,9 +324,7 @@ def encode_state(
         delta_bytes = head.delta_bytes_since_full + len(payload)
         replay_cost = delta_bytes + ROW_COST_BYTES * rows
         # The snapshot's size is summed only once the minimum run of deltas is reached.
-        if rows < MAX_ROWS_BETWEEN_FULL and (
-            rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * _full_size(keys)
-        ):
+        if rows < MIN_ROWS_BETWEEN_FULL or replay_cost < REPLAY_FACTOR * _full_size(keys):
             return (
                 "delta",
                 payload,
@@ -290,24 +358,35 @@ def replay_state(
         )
     cur: dict[str, Any] = {}
     for seq, kind, payload in rows:
-        cur = apply_row_of(execution_id, seq, cur, kind, payload)
+        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
     return cur
 
 
 def apply_row_of(
-    execution_id: str | None, seq: int, cur: dict[str, Any], kind: str, payload: bytes
+    execution_id: str | None,
+    seq: int,
+    cur: dict[str, Any],
+    kind: str,
+    payload: bytes,
+    *,
+    in_place: bool = False,
 ) -> dict[str, Any]:
     """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
     try:
-        return apply_row(cur, kind, payload)
+        return apply_row(cur, kind, payload, in_place=in_place)
     except CorruptRecordError as exc:
         raise CorruptRecordError(
             f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
         ) from exc
 
 
-def apply_row(cur: dict[str, Any], kind: str, payload: bytes) -> dict[str, Any]:
-    """Apply one stored row to a raw state; returns a new dict (lists are never mutated).
+def apply_row(
+    cur: dict[str, Any], kind: str, payload: bytes, *, in_place: bool = False
+) -> dict[str, Any]:
+    """Apply one stored row to a raw state. Returns a new dict and never mutates ``cur`` nor
+    its lists, unless ``in_place``: then ``cur`` itself is updated and its lists extended (for
+    a caller that owns them: a replay whose every value came from earlier rows), so replaying
+    a growing history costs its bytes, not a copy per row.
 
     Raises:
         CorruptRecordError: the payload is neither JSON nor a Zstandard frame of JSON, or does
@@ -325,16 +404,26 @@ def apply_row(cur: dict[str, Any], kind: str, payload: bytes) -> dict[str, Any]:
         return data
     if kind != "delta":
         raise CorruptRecordError(f"unknown state kind {kind!r}")
-    out = dict(cur)
-    out.update(data.get("s", {}))
+    out = cur if in_place else dict(cur)
+    if "s" in data:
+        out.update(data["s"])
     for k in data.get("d", ()):
         out.pop(k, None)
     for k, items in data.get("a", {}).items():
         base = out.get(k)
         if type(base) is not list:
             raise CorruptRecordError(f"append to state key {k!r}, which is not a list")
-        out[k] = base + items
+        if in_place:
+            base.extend(items)
+        else:
+            out[k] = base + items
     return out
+
+
+def copy_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a replayed raw state that replaying further rows in place leaves as it is
+    (in place, only top-level lists are extended)."""
+    return {k: v[:] if type(v) is list else v for k, v in raw.items()}
 
 
 def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
@@ -349,8 +438,12 @@ def empty_head() -> Head:
 
 
 def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full: int) -> Head:
-    """A writer head for a state read back from the store."""
+    """A writer head for a state read back from the store. Its lists of scalars are marked
+    (:class:`ListMark`): the state handed back holds the very same items (the envelopes of
+    scalars are never opened into new objects), so the next row of a resumed run that only
+    appended costs its new items too."""
     keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
+    sources = {k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)}
     # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
     # no later than the policy would have written it.
-    return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES)
+    return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Final
 
 from ._delta import Head
@@ -12,32 +11,28 @@ HEAD_CACHE_RUNS: Final = 256  # each head holds its run's encoded state
 
 
 class HeadCache:
-    """Bounded LRU of run heads, keyed by execution_id; safe to share between threads."""
+    """Bounded cache of run heads, keyed by execution_id, evicting the run whose head was
+    stored longest ago (a writer stores its run's head on every row); safe to share between
+    threads."""
 
     def __init__(self, size: int = HEAD_CACHE_RUNS) -> None:
         self._size = size
-        self._heads: OrderedDict[str, Head] = OrderedDict()
+        self._heads: dict[str, Head] = {}  # oldest stored first
         self._lock = threading.Lock()
 
     def get(self, execution_id: str) -> Head | None:
-        with self._lock:
-            head = self._heads.get(execution_id)
-            if head is not None:
-                self._heads.move_to_end(execution_id)
-            return head
+        # One dict lookup, without the lock (a step takes one get, atomic under the GIL).
+        return self._heads.get(execution_id)
 
     def set(self, execution_id: str, head: Head) -> None:
         """Remember ``head`` unless a newer one is known: a reader that loaded an older row
         must not move the head back under a writer that has since appended (a run's rows
         only grow, so the higher seq is always the truth)."""
         with self._lock:
-            known = self._heads.get(execution_id)
+            known = self._heads.pop(execution_id, None)
             if known is not None and known.seq > head.seq:
-                return
-            self._heads[execution_id] = head
-            self._heads.move_to_end(execution_id)
-            if len(self._heads) > self._size:
-                self._heads.popitem(last=False)
+                head = known
+            self._store(execution_id, head)
 
     def drop(self, execution_id: str) -> None:
         with self._lock:
@@ -46,11 +41,14 @@ class HeadCache:
     def reset(self, execution_id: str, head: Head) -> None:
         """Remember ``head`` whatever was known (a run row created anew)."""
         with self._lock:
-            self._heads[execution_id] = head
-            self._heads.move_to_end(execution_id)
-            if len(self._heads) > self._size:
-                self._heads.popitem(last=False)
+            self._heads.pop(execution_id, None)
+            self._store(execution_id, head)
 
     def clear(self) -> None:
         with self._lock:
             self._heads.clear()
+
+    def _store(self, execution_id: str, head: Head) -> None:
+        self._heads[execution_id] = head  # at the end: the newest
+        if len(self._heads) > self._size:
+            del self._heads[next(iter(self._heads))]

@@ -127,17 +127,28 @@ UPDATE_STATE: Final = (
     f"WHERE {_THREAD} AND seq = %s"
 )
 
-# Writes. Special channels (error, interrupt, resume, scheduled) replace; others keep the first.
-_INSERT_WRITE: Final = (
-    "INSERT INTO {schema}.langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-    "idx, channel, type, value, task_path) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO "
-)
-INSERT_WRITE: Final = _INSERT_WRITE + "NOTHING"
-UPSERT_WRITE: Final = (
-    _INSERT_WRITE + "UPDATE SET channel = excluded.channel, type = excluded.type, "
-    "value = excluded.value, task_path = excluded.task_path"
-)
+# Writes, many rows in one statement. Special channels (error, interrupt, resume, scheduled)
+# replace; others keep the first write of a (task, idx).
+WRITES_PER_STATEMENT: Final = 500  # 9 parameters a row, under SQLite's 32,766
+_WRITE_ROW: Final = "(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def insert_writes(rows: int, replace: bool) -> str:
+    """The statement storing ``rows`` writes (at most :data:`WRITES_PER_STATEMENT`)."""
+    return (
+        "INSERT INTO {schema}.langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
+        "task_id, idx, channel, type, value, task_path) VALUES "
+        + ", ".join([_WRITE_ROW] * rows)
+        + " ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO "
+        + (
+            "UPDATE SET channel = excluded.channel, type = excluded.type, "
+            "value = excluded.value, task_path = excluded.task_path"
+            if replace
+            else "NOTHING"
+        )
+    )
+
+
 SELECT_WRITES: Final = (
     "SELECT checkpoint_id, task_id, channel, type, value, task_path, idx "
     f"FROM {{schema}}.langgraph_writes WHERE {_THREAD} AND checkpoint_id >= %s "

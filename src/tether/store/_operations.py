@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
-from . import _codec
+from . import _codec, _listing
 from ._audit_codec import audit_named_params
 from ._heads import HeadCache
 from ._leases import Fences, creation_lease_seconds
@@ -112,20 +112,7 @@ class StoreOperations:
 
     def _get_run_plan(self, execution_id: str) -> Plan[RunRecord | None]:
         row = yield from self._one(self._sql.SELECT_RUN, {"execution_id": execution_id})
-        return None if row is None else _codec.run_from_row(row)
-
-    def _list_runs_plan(
-        self, status: str | None, runner_name: str | None, limit: int
-    ) -> Plan[builtins.list[RunRecord]]:
-        sql = self._sql
-        if status is not None:
-            query = (
-                sql.SELECT_RUNS_BY_STATUS if runner_name is None else sql.SELECT_RUNS_BY_STATUS_NAME
-            )
-        else:
-            query = sql.SELECT_RUNS if runner_name is None else sql.SELECT_RUNS_BY_NAME
-        params = {"status": status, "runner_name": runner_name, "limit": limit}
-        return [_codec.run_from_row(r) for r in (yield from self._all(query, params))]
+        return None if row is None else _listing.read_run(row)
 
     def _status_plan(self, execution_id: str, status: RunStatus, error: str | None) -> Plan[int]:
         params = {"status": status, "error": error, "execution_id": execution_id}
@@ -288,16 +275,14 @@ class StoreOperations:
         self, execution_id: str
     ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
         sql, of_run = self._sql, {"execution_id": execution_id}
-        window = (yield sql.SELECT_RESUME_WINDOW, of_run).rows
-        if not window:
+        rows = (yield sql.SELECT_NEWEST_TWO, dict(of_run)).rows
+        if not rows:
             return None, None, None
-        rows, chain = _codec.resume_window(window)
-        if chain is None:  # run-end markers one after another
-            before = {**of_run, "before_seq": rows[0][CP.seq]}
+        if _codec.resumable_lies_further_back(rows):  # run-end markers one after another
+            before = {**of_run, "before_seq": min(r[CP.seq] for r in rows)}
             rows += (yield sql.SELECT_RESUMABLE_BEFORE, before).rows
-            low = min(r[CP.base_seq] for r in rows)
-            bounds = {**of_run, "low": low, "high": rows[1][CP.seq]}
-            chain = (yield sql.SELECT_STATE_CHAIN, bounds).rows
+        low, high = _codec.state_chain_bounds(rows)
+        chain = (yield sql.SELECT_STATE_CHAIN, {**of_run, "low": low, "high": high}).rows
         return _codec.resume_point(rows, chain)
 
     def _checkpoint_plan(self, execution_id: str, checkpoint_id: str) -> Plan[Checkpoint | None]:
@@ -315,10 +300,6 @@ class StoreOperations:
     def _pending_plan(self, execution_id: str) -> Plan[PendingInterrupt | None]:
         row = yield from self._one(self._sql.SELECT_PENDING, {"execution_id": execution_id})
         return None if row is None else _codec.pending_from_row(row)
-
-    def _pending_all_plan(self, limit: int) -> Plan[builtins.list[PendingInterrupt]]:
-        rows = yield from self._all(self._sql.SELECT_PENDING_ALL, {"limit": limit})
-        return [_codec.pending_from_row(r) for r in rows]
 
     def _claim_plan(
         self,

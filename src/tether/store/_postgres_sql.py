@@ -133,14 +133,6 @@ INSERT_RUN: Final = (
 SELECT_RUN: Final = (
     f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %(execution_id)s"
 )
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT %(limit)s"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = %(status)s{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = %(runner_name)s{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = %(status)s AND runner_name = %(runner_name)s{_RUNS_ORDER}"
-)
 _SET_STATUS: Final = (
     "status = %(status)s::text, error = %(error)s::text, updated_at = now(), finished_at = "
     "CASE WHEN %(status)s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
@@ -203,16 +195,9 @@ SELECT_LAST_BEFORE: Final = (
 SELECT_LAST_PATH: Final = (
     f"{_SELECT_CP}{_OF_RUN} AND seq < %(before_seq)s{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
 )
-# What resume reads, in one statement: the rows from the full snapshot under the run's two
-# newest rows up to the newest (the newest two, and the state chain they are replayed from).
-# When both are run-end markers: the newest row before them that is not one, then the state
-# chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    f"WITH top AS (SELECT seq, base_seq FROM {{schema}}.checkpoints{_OF_RUN} "
-    f"ORDER BY seq DESC LIMIT 2) {_SELECT_CP}{_OF_RUN} "
-    "AND seq >= (SELECT min(base_seq) FROM top) AND seq <= (SELECT max(seq) FROM top) "
-    "ORDER BY seq"
-)
+# What resume reads: the two newest rows; when both are run-end markers, the newest row before
+# them that is not one; then the state chain from the snapshot under them (SELECT_STATE_CHAIN).
+SELECT_NEWEST_TWO: Final = f"{_SELECT_CP}{_OF_RUN} ORDER BY seq DESC LIMIT 2"
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP}{_OF_RUN} AND seq < %(before_seq)s AND step_type <> 'run_end' "
     "ORDER BY seq DESC LIMIT 1"
@@ -234,10 +219,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN}"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts{_OF_RUN}"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT %(limit)s"
 )
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches

@@ -138,14 +138,6 @@ INSERT_RUN: Final = (
     ":now + :lease_seconds, NULL, :now, :now, NULL) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = :execution_id"
-_SELECT_RUNS: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs"
-_RUNS_ORDER: Final = " ORDER BY created_at DESC, execution_id LIMIT :limit"
-SELECT_RUNS: Final = _SELECT_RUNS + _RUNS_ORDER
-SELECT_RUNS_BY_STATUS: Final = f"{_SELECT_RUNS} WHERE status = :status{_RUNS_ORDER}"
-SELECT_RUNS_BY_NAME: Final = f"{_SELECT_RUNS} WHERE runner_name = :runner_name{_RUNS_ORDER}"
-SELECT_RUNS_BY_STATUS_NAME: Final = (
-    f"{_SELECT_RUNS} WHERE status = :status AND runner_name = :runner_name{_RUNS_ORDER}"
-)
 _SET_STATUS: Final = (
     "status = :status, error = :error, updated_at = :now, "
     "finished_at = CASE WHEN :status IN ('completed', 'failed') THEN :now ELSE NULL END"
@@ -188,16 +180,10 @@ SELECT_LAST_PATH: Final = (
     f"{_SELECT_CP} WHERE execution_id = :execution_id AND seq < :before_seq{_PATH_FILTER} "
     "ORDER BY seq DESC LIMIT 1"
 )
-# What resume reads, in one statement: the rows from the full snapshot under the run's two
-# newest rows up to the newest (the newest two, and the state chain they are replayed from).
-# When both are run-end markers: the newest row before them that is not one, then the state
-# chain from under it.
-SELECT_RESUME_WINDOW: Final = (
-    "WITH top AS (SELECT seq, base_seq FROM checkpoints WHERE execution_id = :execution_id "
-    "ORDER BY seq DESC LIMIT 2) "
-    f"{_SELECT_CP} WHERE execution_id = :execution_id "
-    "AND seq >= (SELECT min(base_seq) FROM top) AND seq <= (SELECT max(seq) FROM top) "
-    "ORDER BY seq"
+# What resume reads: the two newest rows; when both are run-end markers, the newest row before
+# them that is not one; then the state chain from the snapshot under them (SELECT_STATE_CHAIN).
+SELECT_NEWEST_TWO: Final = (
+    f"{_SELECT_CP} WHERE execution_id = :execution_id ORDER BY seq DESC LIMIT 2"
 )
 SELECT_RESUMABLE_BEFORE: Final = (
     f"{_SELECT_CP} WHERE execution_id = :execution_id AND seq < :before_seq "
@@ -224,10 +210,6 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = :execution_id"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = :execution_id"
-)
-SELECT_PENDING_ALL: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts "
-    "ORDER BY created_at, execution_id LIMIT :limit"
 )
 # Appends the entry given in the audit_* parameters (nothing when audit_execution_id is NULL).
 _AUDITED: Final = (

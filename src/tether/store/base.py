@@ -63,6 +63,9 @@ class RunRecord:
         lease_expires_at: when that lease lapses (UTC).
         error: for a failed run, ``"<ExceptionType>: <message>"``.
         created_at / updated_at / finished_at: UTC timestamps.
+        damaged: set only on a listing's entry whose row could not be fully decoded: which
+            fields are unreadable (they are ``None``, names shown with bad bytes replaced);
+            see :mod:`tether.store._listing`.
     """
 
     execution_id: str
@@ -78,6 +81,7 @@ class RunRecord:
     created_at: _dt.datetime | None = None
     updated_at: _dt.datetime | None = None
     finished_at: _dt.datetime | None = None
+    damaged: str | None = None
 
 
 @dataclass(slots=True)
@@ -96,6 +100,8 @@ class PendingInterrupt:
         claim_expires_at: when that claim lapses; after it, the run is resumable again.
         resume_value: the answer given, as a JSON-able dict (kept so a claimer that dies does
             not lose it), or ``None`` while unanswered.
+        damaged: as :attr:`RunRecord.damaged`, for a listed interrupt whose row could not be
+            fully decoded.
     """
 
     execution_id: str
@@ -108,6 +114,7 @@ class PendingInterrupt:
     claimed_by: str | None = None
     claim_expires_at: _dt.datetime | None = None
     resume_value: dict[str, Any] | None = None
+    damaged: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``pending_interrupt`` shape of a paused result: reason, context, node_id,

@@ -36,6 +36,8 @@ plans, error translation) in :mod:`tether.store._postgres_io`.
 
 from __future__ import annotations
 
+import builtins
+import datetime as _dt
 import hashlib
 import math
 from collections.abc import Callable
@@ -254,6 +256,13 @@ class PostgresCheckpointer(PostgresAudit, LeaseOperations, PlanCheckpointer):
             query = SQL(template).format(schema=Identifier(self.schema)).as_bytes(None)
             self._rendered[template] = query
         return query
+
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        return self._db.run("listing", self._all(self._q(sql.replace("?", "%s")), tuple(args)))
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when
 
     # --- schema and pools -----------------------------------------------------------------
     def _setup_plan(self) -> Plan[None]:

@@ -17,11 +17,13 @@ the COMMIT that crosses the threshold.
 
 from __future__ import annotations
 
+import builtins
+import datetime as _dt
 import os
 import sqlite3
 import time
 from contextlib import AbstractContextManager
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from ..errors import ConfigurationError
 from . import _codec
@@ -40,6 +42,10 @@ __all__ = ["SQLiteCheckpointer"]
 SCHEMA_VERSION: Final = q.SCHEMA_VERSION
 MIGRATIONS: Final = q.MIGRATIONS
 _translate: Final = translate  # the LangGraph saver's backend translates its errors with it
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
 
 
 class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, PlanCheckpointer):
@@ -148,6 +154,26 @@ class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, PlanCheckpointer):
 
     def _drop_head(self, execution_id: str) -> None:
         self._heads.drop(execution_id)
+
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        sql = sql.replace("{schema}.", "")
+        with self._read() as conn:
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+            # A TEXT value that is not UTF-8 stops the whole fetch: read again with bad bytes
+            # kept as surrogates, so only that row's entry is marked damaged.
+            conn.text_factory = _lenient_text
+            try:
+                return conn.execute(sql, args).fetchall()
+            finally:
+                conn.text_factory = str
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when.timestamp()
 
     def setup(self) -> None:
         """Create the schema or migrate it forward; refuse a newer one.

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlencode
 
+import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -21,15 +26,27 @@ from ..registry import Registry
 from ..store.base import Checkpointer
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
 from ._guard import LOOPBACK_NAMES, HostGuard
+from ._inbox import (
+    WAITING_CHOICES,
+    Inbox,
+    Listing,
+    age,
+    api_headers,
+    limit_of,
+    pending_query,
+    runs_query,
+    sort_params,
+    summary,
+)
+from ._operate import fork_form, resume_form
 from ._paths import RunRoutes, run_url
 from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
+from ._users import Throttle, Users, check_shared_token
 
 __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-#: The largest page of a listing (``?limit=``).
-LIMIT_MAX = 1000
 
 #: No script runs on these pages; styles come from our own static file only.
 SECURITY_HEADERS = {
@@ -48,6 +65,8 @@ NOTICES = {
     "stored": "Answer stored. No runner of this name is in the server's app, so the run "
     "continues when a process with its code resumes it.",
     "logged_out": "Logged out.",
+    "run_resumed": "Resumed through its runner.",
+    "forked": "This run is a fork, branched and run from the checkpoint you chose.",
 }
 
 
@@ -95,13 +114,24 @@ class _Web:
 
     def __init__(self, service: Service, sessions: Sessions) -> None:
         self.service = service
+        self.inbox = Inbox(service.store, service.registry)
         self.sessions = sessions
+        self.throttle = Throttle()
         self.templates = Environment(
             loader=PackageLoader("tether.web", "templates"),
             autoescape=True,  # everything from the store is untrusted text
             undefined=StrictUndefined,
         )
-        self.templates.filters.update(when=when, pretty=_pretty, compact=compact, run_url=run_url)
+        self.templates.filters.update(
+            when=when,
+            pretty=_pretty,
+            compact=compact,
+            run_url=run_url,
+            summary=summary,
+            sort_params=sort_params,
+            age=age,
+            inspect_url=_inspect_url,
+        )
 
     async def store_error(self, request: Request, exc: Exception) -> Response:
         """A store error (a corrupt row, a database that went away) as a 500, or a 503 when
@@ -150,6 +180,7 @@ class _Web:
                 "csrf_token": self.sessions.csrf_token(current),
                 "auth_required": self.sessions.required,
                 "logged_in": current.authenticated,
+                "user": current.user,
                 "notice": NOTICES.get(request.query_params.get("notice", "")),
                 "error": None,
                 "statuses": RUN_STATUSES,
@@ -187,15 +218,26 @@ class _Web:
         nxt = _safe_next(_field(form.get("next")))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
             return self._forbidden(request)
-        if not self.sessions.token_ok(_field(form.get("token"))):
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
             return self._page(
                 request,
                 "login.html",
-                {"next": nxt, "error": "That is not the token (TETHER_UI_TOKEN)."},
+                {"next": nxt, "error": _too_many(wait)},
+                status_code=429,
+            )
+        ok, user = await self._authenticate(_field(form.get("token")))
+        if not ok:
+            self.throttle.failed(client)
+            return self._page(
+                request,
+                "login.html",
+                {"next": nxt, "error": "That is not a token of this server."},
                 status_code=401,
             )
         # A new nonce on login: a session fixed before login never becomes an operator's.
-        _, cookie = self.sessions.new(authenticated=True)
+        _, cookie = self.sessions.new(authenticated=True, user=user)
         response = RedirectResponse(nxt, status_code=303)
         self._set_cookie(request, response, cookie)
         return response
@@ -234,20 +276,52 @@ class _Web:
         )
 
     async def pending_page(self, request: Request) -> Response:
+        return await self._listing_page(request, "pending.html", pending_query, self.inbox.pending)
+
+    async def audit_page(self, request: Request) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        items = await self.service.pending()
-        return self._page(request, "pending.html", {"items": items}, session=session)
+        since = request.query_params.get("since") or "7d"
+        try:
+            entries = await self.service.audit(
+                since, limit_of(request.query_params.get("limit"), 500)
+            )
+        except ActionError as exc:
+            return self._page(
+                request, "error.html", {"error": exc.message}, status_code=400, session=session
+            )
+        context = {"entries": entries, "since": since}
+        return self._page(request, "audit.html", context, session=session)
+
+    async def api_audit(self, request: Request) -> Response:
+        if denied := await self._api_denied(request):
+            return denied
+        try:
+            since = request.query_params.get("since") or "7d"
+            return _json(
+                await self.service.audit(since, limit_of(request.query_params.get("limit"), 500))
+            )
+        except ActionError as exc:
+            return _json({"error": exc.message}, exc.status_code)
 
     async def runs_page(self, request: Request) -> Response:
+        return await self._listing_page(request, "runs.html", runs_query, self.inbox.runs)
+
+    async def _listing_page(
+        self,
+        request: Request,
+        template: str,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        status = request.query_params.get("status") or None
-        name = request.query_params.get("name") or None
+        params = {k: v for k, v in request.query_params.items() if k != "notice"}
         try:
-            runs = await self.service.runs(status=status, runner_name=name, limit=_limit(request))
+            query = parse(request.query_params)
+            listing = await read(query)
         except ActionError as exc:
             return self._page(
                 request,
@@ -256,16 +330,29 @@ class _Web:
                 status_code=exc.status_code,
                 session=session,
             )
-        context = {"runs": runs, "status": status or "", "name": name or ""}
-        return self._page(request, "runs.html", context, session=session)
+        start = int(params["start"]) if params.get("start", "").isdigit() else 0
+        context = {
+            "listing": listing,
+            "query": query,
+            "params": params,
+            "first": start + 1,
+            "next_url": listing.next_url(request.url.path, params),
+            "waiting_choices": WAITING_CHOICES,
+        }
+        return self._page(request, template, context, session=session)
 
     async def run_page(self, request: Request) -> Response:
         session = self._logged_in(request)
         if session is None:
             return self._login_redirect(request)
-        return await self._render_run(request, session, request.path_params["execution_id"])
+        return await self.render_run(
+            request,
+            session,
+            request.path_params["execution_id"],
+            checkpoint_id=request.query_params.get("checkpoint") or None,
+        )
 
-    async def _render_run(
+    async def render_run(
         self,
         request: Request,
         session: tuple[Session, str | None],
@@ -274,9 +361,10 @@ class _Web:
         error: str | None = None,
         status_code: int = 200,
         form: dict[str, str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> Response:
         try:
-            shown = await self.service.run(execution_id)
+            shown = await self.service.run(execution_id, checkpoint_id)
         except ActionError as exc:
             return self._page(
                 request,
@@ -288,9 +376,11 @@ class _Web:
         context = {**shown, "error": error, "form": form or {}}
         return self._page(request, "run.html", context, status_code=status_code, session=session)
 
-    async def answer_form(self, request: Request) -> Response:
-        execution_id = request.path_params["execution_id"]
-        approved = request.path_params["action"] == "approve"
+    async def operator_post(
+        self, request: Request
+    ) -> tuple[FormData, tuple[Session, None]] | Response:
+        """A form post's fields and session, once its size, CSRF token and login are checked;
+        else the response that refuses it."""
         try:
             await _capped_body(request)
         except ActionError as exc:
@@ -308,11 +398,20 @@ class _Web:
         assert current is not None  # csrf_ok holds only for a loaded session
         if not current.authenticated:
             return self._login_redirect(request)
-        session = (current, None)
+        return form, (current, None)
+
+    async def answer_form(self, request: Request) -> Response:
+        execution_id = request.path_params["execution_id"]
+        approved = request.path_params["action"] == "approve"
+        checked = await self.operator_post(request)
+        if isinstance(checked, Response):
+            return checked
+        form, session = checked
+        current = session[0]
         posted_id = _field(form.get("execution_id"))
         if posted_id is not None and posted_id != execution_id:
             # The form was written for another run than the address it reached.
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -327,7 +426,7 @@ class _Web:
         try:
             data = json.loads(data_text) if data_text else None
         except json.JSONDecodeError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request,
                 session,
                 execution_id,
@@ -337,10 +436,11 @@ class _Web:
             )
         try:
             outcome = await self.service.answer(
-                execution_id, Answer(approved, note, data, checkpoint_id=shown)
+                execution_id,
+                Answer(approved, note, data, checkpoint_id=shown, actor=current.user),
             )
         except ActionError as exc:
-            return await self._render_run(
+            return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
         notice = "resumed" if outcome["action"] == "resumed" else "stored"
@@ -349,9 +449,33 @@ class _Web:
         return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
 
     # --- API ------------------------------------------------------------------------------
-    def _api_denied(self, request: Request) -> Response | None:
-        if self.sessions.bearer_ok(request.headers.get("authorization")):
-            return None
+    async def _authenticate(self, token: str | None) -> tuple[bool, str | None]:
+        # A named user's token costs a scrypt: off the event loop.
+        return await anyio.to_thread.run_sync(self.sessions.authenticate, token)
+
+    async def _api_user(self, request: Request) -> tuple[Response | None, str | None]:
+        """``(refusal, user)``: a 401 or 429 to send back, or ``None`` and the named user the
+        bearer token belongs to (``None`` under the shared token)."""
+        if not self.sessions.required:
+            return None, None
+        client = _client(request)
+        wait = self.throttle.retry_after_seconds(client)
+        if wait:
+            refusal = _json({"error": "too_many_failures", "message": _too_many(wait)}, 429)
+            refusal.headers["retry-after"] = str(int(wait) + 1)
+            return refusal, None
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            ok, user = await self._authenticate(value.strip())
+            if ok:
+                return None, user
+        self.throttle.failed(client)
+        return self._unauthorized(), None
+
+    async def _api_denied(self, request: Request) -> Response | None:
+        return (await self._api_user(request))[0]
+
+    def _unauthorized(self) -> Response:
         return Response(
             to_json({"error": "unauthorized", "message": "send Authorization: Bearer <token>"}),
             status_code=401,
@@ -360,36 +484,42 @@ class _Web:
         )
 
     async def api_runs(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        return await self._api_listing(request, runs_query, self.inbox.runs)
+
+    async def _api_listing(
+        self,
+        request: Request,
+        parse: Callable[[Any], Any],
+        read: Callable[[Any], Awaitable[Listing]],
+    ) -> Response:
+        if denied := await self._api_denied(request):
             return denied
         try:
-            runs = await self.service.runs(
-                status=request.query_params.get("status") or None,
-                runner_name=request.query_params.get("name") or None,
-                limit=_limit(request),
-            )
+            listing = await read(parse(request.query_params))
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
-        return _json(runs)
+        response = _json(listing.items)
+        response.headers.update(api_headers(request, listing))
+        return response
 
     async def api_run(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        if denied := await self._api_denied(request):
             return denied
         try:
-            return _json(await self.service.run(request.path_params["execution_id"]))
+            shown = await self.service.run(
+                request.path_params["execution_id"],
+                request.query_params.get("checkpoint") or None,
+            )
+            return _json(shown)
         except ActionError as exc:
             return _json({"error": exc.message}, exc.status_code)
 
     async def api_pending(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
-            return denied
-        try:
-            return _json(await self.service.pending(_limit(request)))
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
+        return await self._api_listing(request, pending_query, self.inbox.pending)
 
     async def api_answer(self, request: Request) -> Response:
-        if denied := self._api_denied(request):
+        denied, user = await self._api_user(request)
+        if denied is not None:
             return denied
         # A cross-site form can post urlencoded bodies but never JSON without a CORS
         # preflight, which this server does not answer: that closes CSRF under --no-auth.
@@ -413,6 +543,7 @@ class _Web:
             body.get("data"),
             checkpoint_id=shown,
             via="api",
+            actor=user,
         )
         try:
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
@@ -421,26 +552,24 @@ class _Web:
         return _json(outcome)
 
 
+def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
+    """The run page showing one checkpoint in the inspector."""
+    target = run_url(execution_id)
+    joiner = "&" if "?" in target else "?"
+    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
+
+
+def _client(request: Request) -> str:
+    """Whom failed logins are counted against: the client's address."""
+    return request.client.host if request.client is not None else "-"
+
+
+def _too_many(wait_seconds: float) -> str:
+    return f"Too many failed logins from this address; try again in {int(wait_seconds) + 1} s."
+
+
 def _field(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _limit(request: Request, default: int = 100) -> int:
-    """The ``limit`` query parameter: an integer from 1 to 1000 (default ``default``).
-
-    Raises:
-        ActionError: (400) anything else.
-    """
-    text = request.query_params.get("limit")
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= LIMIT_MAX:
-        raise ActionError(400, f"limit must be an integer from 1 to {LIMIT_MAX}, got {text!r}")
-    return value
 
 
 async def _capped_body(request: Request) -> bytes:
@@ -477,6 +606,7 @@ def create_app(
     token: str | None = None,
     no_auth: bool = False,
     allowed_hosts: Iterable[str] | None = None,
+    users: str | os.PathLike[str] | None = None,
 ) -> Starlette:
     """The approvals page and JSON API as an ASGI application.
 
@@ -484,8 +614,12 @@ def create_app(
         store: the store to show and answer interrupts in.
         registry: the application's runners; an approval resumes a run through the runner of
             its name, and only stores the answer for a run whose runner is not here.
-        token: the operator token (``TETHER_UI_TOKEN``): a ``Bearer`` token for the API and the
-            password of the login form.
+        token: the shared operator token (``TETHER_UI_TOKEN``, at least 16 characters): a
+            ``Bearer`` token for the API and the password of the login form; answers given
+            with it name nobody in the audit trail (single-user mode).
+        users: a users file (``tether users add``): each named user logs in with their own
+            token, and their answers are recorded under their name. With or without
+            ``token``.
         no_auth: serve without a token. Only for a server on a loopback address, which
             ``tether serve`` enforces; forms still carry CSRF tokens.
         allowed_hosts: the host names (no ports) the server answers to; any other ``Host``
@@ -497,16 +631,21 @@ def create_app(
         A Starlette application (``uvicorn.run(app)`` or any ASGI server).
 
     Raises:
-        ConfigurationError: neither a token nor ``no_auth`` was given.
+        ConfigurationError: neither a token, users nor ``no_auth`` was given; the token is
+            shorter than 16 characters; the users file cannot be read.
     """
     if no_auth:
-        token = None
-    elif not token:
+        token, users = None, None
+    elif not token and users is None:
         raise ConfigurationError(
-            "the approvals page needs a token: set TETHER_UI_TOKEN (or serve with --no-auth "
-            "on a loopback host)"
+            "the approvals page needs a token: set TETHER_UI_TOKEN, or name a users file "
+            "(tether users add NAME; tether serve --users FILE), or serve with --no-auth on a "
+            "loopback host"
         )
-    web = _Web(Service(store, registry), Sessions(token))
+    if token:
+        check_shared_token(token)
+    named = None if users is None else Users(users)
+    web = _Web(Service(store, registry), Sessions(token or None, named))
     routes = [
         Route("/", web.index),
         Route("/login", web.login_form, methods=["GET"]),
@@ -514,6 +653,8 @@ def create_app(
         Route("/logout", web.logout, methods=["POST"]),
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
+        Route("/audit", web.audit_page),
+        Route("/api/audit", web.api_audit),
         Route("/api/runs", web.api_runs),
         Route("/api/pending", web.api_pending),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
@@ -527,6 +668,8 @@ def create_app(
             ("GET", ""): web.run_page,
             ("POST", "approve"): web.answer_form,
             ("POST", "reject"): web.answer_form,
+            ("POST", "resume"): functools.partial(resume_form, web),
+            ("POST", "fork"): functools.partial(fork_form, web),
         },
         web.not_found,
     )

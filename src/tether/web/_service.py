@@ -7,10 +7,11 @@ never stalls the pages of other operators.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,11 +24,14 @@ from ..audit import answer_metadata
 # it through _app, or cli.runs would be imported half-initialized. Sharing these helpers keeps
 # the API's JSON identical to `tether ... --json`.
 from ..cli import _app as _cli_app  # noqa: F401
-from ..cli._filters import RUN_STATUSES, runner_filter
+from ..cli._errors import CommandError
 from ..cli.answer import store_answer
-from ..cli.runs import missing_parents, pending_json, run_detail, run_json
+from ..cli.audit import parse_since
+from ..cli.runs import run_detail
 from ..errors import (
     AlreadyResumed,
+    ChainResumeError,
+    CheckpointNotFoundError,
     ConfigurationError,
     InterruptChangedError,
     RunnerMismatchError,
@@ -37,6 +41,7 @@ from ..errors import (
 from ..interrupt import Resume
 from ..registry import Registry
 from ..store.base import Checkpointer
+from ._inspect import conversation, inspect_checkpoint
 
 T = TypeVar("T")
 
@@ -45,6 +50,35 @@ NOTE_MAX_CHARS = 2000
 DATA_MAX_BYTES = 64 * 1024
 #: A request body (the API's JSON, a form): room for the largest note and data.
 BODY_MAX_BYTES = DATA_MAX_BYTES + 4 * NOTE_MAX_CHARS + 4096
+
+
+@contextlib.contextmanager
+def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
+    """Map what a runner verb raises to the :class:`ActionError` the page and API answer."""
+    try:
+        yield
+    except InterruptChangedError as exc:
+        raise ActionError(409, exc.message) from None
+    except AlreadyResumed as exc:
+        raise ActionError(409, f"run {execution_id} was {conflict}: {exc}") from None
+    except (CheckpointNotFoundError, RunNotFoundError) as exc:
+        raise ActionError(404, str(exc)) from None
+    except (ChainResumeError, ConfigurationError, RunnerMismatchError) as exc:
+        raise ActionError(409, f"cannot do that to run {execution_id}: {exc}") from None
+    except TetherError as exc:
+        raise ActionError(500, f"run {execution_id}: {exc}") from None
+
+
+def _outcome(action: str, result: Any) -> dict[str, Any]:
+    error = result.error
+    return {
+        "action": action,
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "output": result.output,
+        "pending_interrupt": result.pending_interrupt,
+        "error": None if error is None else f"{type(error).__name__}: {error}",
+    }
 
 
 class ActionError(Exception):
@@ -127,60 +161,54 @@ class Service:
         return await anyio.to_thread.run_sync(fn)
 
     # --- reads ----------------------------------------------------------------------------
-    async def runs(
-        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        """Runs, newest first, as ``tether runs list --json`` prints them.
-
-        Raises:
-            ActionError: (400) an unknown status.
-        """
-        if status is not None and status not in RUN_STATUSES:
-            raise ActionError(400, f"status must be one of {', '.join(RUN_STATUSES)}")
-
-        def read() -> list[dict[str, Any]]:
-            found = self.store.list_runs(
-                status=status, runner_name=runner_filter(runner_name), limit=limit
-            )
-            pruned = missing_parents(self.store, found)
-            return [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in found]
-
-        return await self._off_loop(read)
-
-    async def run(self, execution_id: str) -> dict[str, Any]:
+    async def run(self, execution_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
         """A run with its result, timeline, pending interrupt, idempotency cache and audit
-        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`,
-        plus ``runner_available``).
+        trail (the shape of ``tether runs show --json``: :func:`tether.cli.runs.run_detail`),
+        plus ``runner_available``, ``conversation`` (an agent run's messages:
+        :func:`tether.web._inspect.conversation`) and, given ``checkpoint_id``, ``inspected``
+        (that checkpoint's state and value diff: :func:`tether.web._inspect.inspect_checkpoint`).
 
         Raises:
-            ActionError: (404) no such run.
+            ActionError: (404) no such run, or no such checkpoint in it.
         """
 
         def read() -> dict[str, Any]:
-            try:
-                detail = run_detail(self.store, execution_id)
-            except RunNotFoundError:
-                raise ActionError(404, f"no run with execution_id {execution_id!r}") from None
-            return {**detail, "runner_available": detail["run"]["runner_name"] in self.registry}
+            run = self.store.get_run(execution_id)
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            rows = self.store.list(execution_id)
+            inspected = None
+            if checkpoint_id is not None:
+                inspected = inspect_checkpoint(rows, checkpoint_id, run.input)
+                if inspected is None:
+                    raise ActionError(
+                        404, f"run {execution_id!r} has no checkpoint {checkpoint_id!r}"
+                    )
+            return {
+                **run_detail(self.store, run, rows),
+                "runner_available": run.runner_name in self.registry,
+                "conversation": conversation(rows),
+                "inspected": inspected,
+            }
 
         return await self._off_loop(read)
 
-    async def pending(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Pending interrupts, oldest first, each with its run's ``runner_name``."""
+    async def audit(self, since: str, limit: int) -> list[dict[str, Any]]:
+        """The audit trail of every run since ``since`` (an age such as ``7d`` or an ISO 8601
+        time, as ``tether audit --since`` takes), newest first, at most ``limit`` entries.
+
+        Raises:
+            ActionError: (400) ``since`` is neither an age nor a time.
+        """
+        try:
+            start = parse_since(since)
+        except CommandError as exc:
+            raise ActionError(400, str(exc)) from None
 
         def read() -> list[dict[str, Any]]:
-            out = []
-            for p in self.store.list_pending_interrupts(limit=limit):
-                run = self.store.get_run(p.execution_id)
-                name = run.runner_name if run else None
-                out.append(
-                    {
-                        **pending_json(p),
-                        "runner_name": name,
-                        "runner_available": name in self.registry,
-                    }
-                )
-            return out
+            # Oldest first from the store; the newest ``limit`` of them, newest first, here.
+            found = self.store.list_audit(since=start)
+            return [e.as_dict() for e in reversed(found[-limit:])]
 
         return await self._off_loop(read)
 
@@ -206,12 +234,15 @@ class Service:
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
 
     def _answer_one_at_a_time(self, execution_id: str, answer: Answer) -> dict[str, Any]:
+        return self._one_at_a_time(execution_id, lambda: self._answer(execution_id, answer))
+
+    def _one_at_a_time(self, execution_id: str, fn: Callable[[], T]) -> T:
         with self._locks_guard:
             lock = self._run_locks.get(execution_id)
             if lock is None:
                 lock = self._run_locks[execution_id] = threading.Lock()
         with lock:
-            return self._answer(execution_id, answer)
+            return fn()
 
     def _answer(self, execution_id: str, answer: Answer) -> dict[str, Any]:
         run = self.store.get_run(execution_id)
@@ -253,25 +284,72 @@ class Service:
                     "so the run continues when a process with its code resumes it"
                 ),
             }
-        try:
+        with _refusals(execution_id, "already answered"):
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
-        except InterruptChangedError as exc:
-            raise ActionError(409, exc.message) from None
-        except AlreadyResumed as exc:
-            raise ActionError(409, f"run {execution_id} was already answered: {exc}") from None
-        except (ConfigurationError, RunnerMismatchError) as exc:
-            raise ActionError(409, f"cannot resume run {execution_id}: {exc}") from None
-        except TetherError as exc:
-            raise ActionError(500, f"resuming run {execution_id} failed: {exc}") from None
-        error = result.error
         return {
             **base,
-            "action": "resumed",
-            "status": result.status,
-            "output": result.output,
-            "pending_interrupt": result.pending_interrupt,
-            "error": None if error is None else f"{type(error).__name__}: {error}",
+            **_outcome("resumed", result),
             "resume_value": value.to_dict(),
             "message": f"run {result.status}",
         }
+
+    # --- what an operator does next (the run inspector's buttons) ----------------------------
+    async def resume(self, execution_id: str) -> dict[str, Any]:
+        """Resume a failed or stranded run (or one whose answer was stored) through its
+        runner, as ``tether resume`` does: ``{"action": "resumed", "execution_id",
+        "status", "output", "pending_interrupt", "error"}``.
+
+        Raises:
+            ActionError: 404 no such run; 409 no runner of its name in this server's app, it
+                waits for an answer, it already completed, or another process resumed it.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            pending = self.store.get_pending_interrupt(execution_id)
+            if pending is not None and pending.resume_value is None:
+                raise ActionError(
+                    409, f"run {execution_id} waits for an answer: approve or reject it"
+                )
+            with _refusals(execution_id, "already resumed or completed"):
+                result = runner.resume(execution_id)
+            return {"execution_id": execution_id, **_outcome("resumed", result)}
+
+        return await self._off_loop(lambda: self._one_at_a_time(execution_id, call))
+
+    async def fork(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None,
+        state_updates: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """Branch a new run from ``checkpoint_id`` with ``state_updates`` merged into its
+        state, and run it, as ``tether fork`` does: ``{"action": "forked", "execution_id"
+        (the new run's), "parent_execution_id", "status", ...}``.
+
+        Raises:
+            ActionError: 404 no such run or checkpoint; 409 no runner of its name in this
+                server's app; 400 updates the runner cannot take.
+        """
+
+        def call() -> dict[str, Any]:
+            runner = self._runner_for(execution_id)
+            with _refusals(execution_id, "not forkable"):
+                result = runner.fork(execution_id, checkpoint_id, state_updates=state_updates)
+            return {"parent_execution_id": execution_id, **_outcome("forked", result)}
+
+        return await self._off_loop(call)
+
+    def _runner_for(self, execution_id: str) -> Any:
+        run = self.store.get_run(execution_id)
+        if run is None:
+            raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        if run.runner_name not in self.registry:
+            raise ActionError(
+                409,
+                f"this server's app has no runner named {run.runner_name!r}: serve with --app "
+                "naming it, or use `tether resume` / `tether fork` with the app",
+            )
+        with _refusals(execution_id, "not runnable here"):
+            return self.registry.for_run(self.store, execution_id)

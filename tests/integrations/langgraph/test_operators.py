@@ -188,7 +188,7 @@ def test_the_approvals_page_shows_the_interrupt_and_approving_completes_the_thre
                 page.fill("input[name=token]", TOKEN)
                 page.click("button[type=submit]")
                 page.wait_for_url(f"{server.url}/pending")
-                card = page.locator(f"section.pending[data-execution-id='{eid}']")
+                card = page.locator(f"tr.pending[data-execution-id='{eid}']")
                 expect(card).to_contain_text(INTERRUPT_REASON)
                 expect(card.locator("pre.context")).to_contain_text('"amount": "40.00"')
                 card.locator(f"a[href='/runs/{eid}']").click()

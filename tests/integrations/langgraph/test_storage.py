@@ -128,3 +128,35 @@ def test_a_pickled_payload_is_never_loaded(store):
         saver.get_tuple(config)
     with pytest.raises(CorruptRecordError, match="pickle"):
         TetherSerializer().loads_typed(("pickle", b"\x80\x04K\x01."))
+
+
+def test_versions_changed_in_place_after_put_are_stored_as_changed(store):
+    saver = TetherSaver(store)
+    config = {"configurable": {"thread_id": "v", "checkpoint_ns": ""}}
+    seen = {"node": {"ch": 1}}
+    for version in (1, 2):
+        seen["node"]["ch"] = version  # the caller's own dict, changed in place
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"ch": version}
+        cp["channel_versions"] = {"ch": version}
+        cp["versions_seen"] = seen
+        config = saver.put(config, cp, {}, {"ch": version})
+    got = TetherSaver(store).get_tuple(config).checkpoint
+    assert got["versions_seen"] == {"node": {"ch": 2}} and got["channel_values"] == {"ch": 2}
+
+
+def test_a_task_writing_one_special_channel_twice_in_one_call_keeps_the_last(store):
+    from langgraph.checkpoint.serde.types import INTERRUPT
+
+    saver = TetherSaver(store)
+    config = saver.put(
+        {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}, empty_checkpoint(), {}, {}
+    )
+    saver.put_writes(config, [(INTERRUPT, "first"), (INTERRUPT, "second")], "task-1")
+    saver.put_writes(config, [("ch", 1), ("ch", 2)], "task-2")
+    writes = saver.get_tuple(config).pending_writes
+    assert sorted((t, c, v) for t, c, v in writes) == [
+        ("task-1", INTERRUPT, "second"),
+        ("task-2", "ch", 1),
+        ("task-2", "ch", 2),
+    ]

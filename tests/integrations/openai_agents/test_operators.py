@@ -167,7 +167,7 @@ def test_the_approvals_page_shows_a_tool_approval_and_approving_it_completes_the
                 page.fill("input[name=token]", TOKEN)
                 page.click("button[type=submit]")
                 page.wait_for_url(f"{server.url}/pending")
-                card = page.locator(f"section.pending[data-execution-id='{eid}']")
+                card = page.locator(f"tr.pending[data-execution-id='{eid}']")
                 expect(card).to_contain_text(APPROVAL_REASON)
                 expect(card.locator("pre.context")).to_contain_text('"tool": "refund"')
                 expect(card.locator("pre.context")).to_contain_text('"amount": 900')

@@ -248,7 +248,7 @@ def test_the_approvals_page_shows_the_tool_and_its_arguments_and_approving_compl
                 page.fill("input[name=token]", TOKEN)
                 page.click("button[type=submit]")
                 page.wait_for_url(f"{server.url}/pending")
-                card = page.locator("section.pending[data-execution-id='q1']")
+                card = page.locator("tr.pending[data-execution-id='q1']")
                 expect(card).to_contain_text("tool_approval")
                 expect(card.locator("pre.context")).to_contain_text('"tool_name": "refund"')
                 expect(card.locator("pre.context")).to_contain_text('"amount": 70')

@@ -11,9 +11,12 @@ one snapshot.
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Generator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -67,6 +70,10 @@ class Backend(Protocol):
         """Async :meth:`run`."""
 
 
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
 class SQLiteBackend:
     """Plans on a :class:`~tether.SQLiteCheckpointer`'s file, on the calling thread.
 
@@ -77,6 +84,14 @@ class SQLiteBackend:
     def __init__(self, store: SQLiteCheckpointer) -> None:
         self._store = store
         self._rendered: dict[str, str] = {}
+        # LangGraph writes from two threads at once (put_writes on the loop, put from its
+        # background saver under the default "async" durability); on separate connections
+        # the second would wait in SQLite's busy handler, which sleeps in steps of
+        # milliseconds. Writers of this process queue on a lock instead.
+        with _LOCKS_GUARD:
+            self._write_lock = _WRITE_LOCKS.setdefault(
+                os.path.abspath(store.path), threading.Lock()
+            )
 
     @property
     def store(self) -> SQLiteCheckpointer:
@@ -89,7 +104,7 @@ class SQLiteBackend:
         return sql
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
-        return self.q(template), params
+        return _Last((self.q(template), params))
 
     def now(self) -> float:
         return time.time()
@@ -100,27 +115,55 @@ class SQLiteBackend:
     def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
         store = self._store
         try:
+            first = next(plan)
+            if write and isinstance(first, _Last):
+                with self._write_lock:
+                    return self._alone(plan, first)
             if write:
-                with store._write() as conn:
-                    return _drive(conn, plan)
+                with self._write_lock, store._write() as conn:
+                    return _drive(conn, plan, first)
             with store._read() as conn:
                 conn.execute("BEGIN")
                 try:
-                    return _drive(conn, plan)
+                    return _drive(conn, plan, first)
                 finally:
                     conn.execute("COMMIT")
+        except StopIteration as stop:  # a plan with no statement
+            return stop.value  # type: ignore[no-any-return]
         except sqlite3.Error as exc:  # pragma: no cover - the context managers translate
             raise _translate(exc, store.path) from exc
         finally:
             plan.close()
 
+    def _alone(self, plan: Plan[T], stmt: Statement) -> T:
+        """A plan's only statement, run as a transaction of its own (SQLite takes the write
+        lock before the statement reads): no BEGIN and COMMIT round trips, as the store's own
+        step INSERT (a thread waking from each one waits for the GIL: LangGraph puts from a
+        background thread while its loop runs)."""
+        store = self._store
+        wal = store._wal
+        conn = store._conn()
+        try:
+            with nullcontext() if wal is None else wal.gate:
+                result = _drive(conn, plan, stmt)
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            raise _translate(exc, store.path) from exc
+        if wal is not None:
+            wal.committed()
+        return result
+
     async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
         return self.run(op, plan, write=write)
 
 
-def _drive(conn: sqlite3.Connection, plan: Plan[T]) -> T:
+class _Last(tuple[Any, Sequence[Any] | None]):
+    """A statement its plan marks as its last."""
+
+    __slots__ = ()
+
+
+def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement) -> T:
     try:
-        stmt = next(plan)
         while True:
             try:
                 cur = conn.execute(stmt[0], stmt[1] or ())

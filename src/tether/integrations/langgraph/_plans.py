@@ -179,10 +179,25 @@ def put_writes(
     replace: bool,
 ) -> Plan[None]:
     """Store a task's writes ``(task_id, idx, channel, type, value, task_path)``; special
-    channels (``replace``) overwrite, others keep the first write of a ``(task, idx)``."""
-    template = b.q(q.UPSERT_WRITE if replace else q.INSERT_WRITE)
-    for task_id, idx, channel, type_, value, task_path in rows:
-        yield template, (*key, task_id, idx, channel, type_, value, task_path)
+    channels (``replace``) overwrite, others keep the first write of a ``(task, idx)``. One
+    statement for a task's writes (the usual case), so it commits in one round trip."""
+    # One statement cannot touch a row twice: of rows sharing (task, idx), the last replaces
+    # and the first is kept, as when they are stored one after another.
+    unique: dict[tuple[str, int], tuple[str, int, str, str, bytes, str]] = {}
+    for row in rows:
+        if replace or (row[0], row[1]) not in unique:
+            unique[(row[0], row[1])] = row
+    todo = list(unique.values())
+    size = q.WRITES_PER_STATEMENT
+    batches = [todo[i : i + size] for i in range(0, len(todo), size)]
+    for n, batch in enumerate(batches):
+        params = [v for task_id, idx, ch, t, value, path in batch
+                  for v in (*key, task_id, idx, ch, t, value, path)]  # fmt: skip
+        template = q.insert_writes(len(batch), replace)
+        if n == len(batches) - 1 and n == 0:
+            yield b.last(template, params)
+        else:
+            yield b.q(template), params
 
 
 def delete_thread(b: Backend, thread_id: str) -> Plan[None]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from operator import is_
 from typing import Any, Final
 
 import orjson
@@ -44,6 +43,7 @@ class ThreadHead:
     codec: _delta.Head
     values: dict[str, Any] = field(default_factory=dict)  # channel -> object last encoded
     versions: dict[str, Any] = field(default_factory=dict)  # channel -> its version then
+    seen: dict[str, Any] = field(default_factory=dict)  # node -> versions it had seen then
 
 
 class Encoder:
@@ -86,12 +86,21 @@ class Encoder:
                 }
             )
         }
+        # Versions that did not change keep the very bytes the head holds, which the codec
+        # skips without comparing: a step costs the versions it moved, not every node's.
+        prev_versions = head.versions if prev is not None and head is not None else {}
+        prev_seen = head.seen if prev is not None and head is not None else {}
         for ch, ver in versions.items():
-            keys["V:" + ch] = orjson.dumps(ver)
-        for node, seen in (checkpoint.get("versions_seen") or {}).items():
-            keys["S:" + node] = orjson.dumps(seen)
+            old = prev_keys.get("V:" + ch)
+            same = old is not None and ch in prev_versions and prev_versions[ch] == ver
+            keys["V:" + ch] = old if same else orjson.dumps(ver)  # type: ignore[assignment]
+        all_seen = checkpoint.get("versions_seen") or {}
+        for node, seen in all_seen.items():
+            old = prev_keys.get("S:" + node)
+            same = old is not None and prev_seen.get(node) == seen
+            keys["S:" + node] = old if same else orjson.dumps(seen)  # type: ignore[assignment]
         hints: dict[str, bytes] = {}
-        sources: dict[str, list[Any]] = {}
+        sources: dict[str, _delta.ListMark] = {}
         values = checkpoint.get("channel_values") or {}
         for ch, value in values.items():
             reused = self._reuse(head, ch, value, versions.get(ch), prev_keys, prev_sources)
@@ -109,7 +118,7 @@ class Encoder:
             prefix, enc_value = self._value(value, f'channel_values["{ch}"]')
             keys[prefix + ch] = enc_value
             if prefix == "c:" and type(value) is list and _delta._scalars_only(value):
-                sources["c:" + ch] = list(value)
+                sources["c:" + ch] = _delta.ListMark.of(value)
         for name, value in checkpoint.items():
             if name not in _KNOWN:
                 prefix, enc_value = self._value(value, name)
@@ -118,7 +127,9 @@ class Encoder:
         if prev is None and head is not None:  # the thread's first row after others
             codec_head.seq = head.codec.seq + 1
             codec_head.base_seq = codec_head.seq
-        return kind, payload, ThreadHead(codec_head, dict(values), dict(versions))
+        # Copies: a caller may change its dicts in place after put() returns.
+        seen_copy = {node: dict(seen) for node, seen in all_seen.items()}
+        return kind, payload, ThreadHead(codec_head, dict(values), dict(versions), seen_copy)
 
     @staticmethod
     def _reuse(
@@ -127,8 +138,8 @@ class Encoder:
         value: Any,
         version: Any,
         prev_keys: dict[str, _delta.Encoded],
-        prev_sources: dict[str, list[Any]],
-    ) -> tuple[str, _delta.Encoded, list[Any] | None] | None:
+        prev_sources: dict[str, _delta.ListMark],
+    ) -> tuple[str, _delta.Encoded, _delta.ListMark | None] | None:
         # An unchanged channel (the very object, at the same version) keeps its encoding: a
         # step pays for the channels it wrote, as LangGraph's own savers write blobs only for
         # new versions.
@@ -186,23 +197,14 @@ def _grown(
     value: list[Any],
     key: str,
     prev_keys: dict[str, _delta.Encoded],
-    prev_sources: dict[str, list[Any]],
+    prev_sources: dict[str, _delta.ListMark],
     ch: str,
-) -> tuple[_delta.Encoded, bytes, list[Any]] | None:
+) -> tuple[_delta.Encoded, bytes, _delta.ListMark] | None:
     """A list channel that grew by appending immutable scalars to the very items last stored:
     only the new items are encoded (a step's cost follows what it appended)."""
-    src = prev_sources.get(key)
-    if src is None:
+    grown = _delta.grow_list(
+        value, prev_sources.get(key), prev_keys.get(key), f'channel_values["{ch}"]'
+    )
+    if grown is None or grown[1] == b"[]":  # unchanged lists keep the general path
         return None
-    n = len(src)
-    if len(value) <= n or not (
-        n == 0 or (value[n - 1] is src[n - 1] and all(map(is_, value, src)))
-    ):
-        return None
-    tail = value[n:]
-    if not _delta._scalars_only(tail):
-        return None
-    items = _tether_serde.dumps(tail, f'channel_values["{ch}"]')
-    prev = prev_keys[key]
-    base = prev if type(prev) is _delta.Chunks else _delta.Chunks([_delta._as_bytes(prev)])
-    return base.grow(items), items, src + tail
+    return grown

@@ -1,0 +1,398 @@
+"""Listings of runs and pending interrupts, written once for both backends: filters, keyset
+pages, counts, and rows read one by one so that a damaged row spoils only its own entry.
+
+**Keyset pages.** A page ends with the ``execution_id`` of its last entry; the next page is
+the entries past that one in the listing's order, found by comparing the sort key as a row
+value against that entry's own (read in a subquery): no ``OFFSET``, so page 50 costs what
+page 1 costs, and an entry added meanwhile never shifts one into the next page twice.
+
+**Damaged rows.** A row tether cannot decode (JSON that does not parse in one run's input,
+a timestamp that holds text, a name that is not UTF-8) is listed with what could be read, its
+unreadable fields empty, and :attr:`~tether.store.base.RunRecord.damaged` naming them; the
+listing itself never fails on it. Reading that one run by id still raises
+:class:`~tether.errors.CorruptRecordError` naming the field.
+
+The SQL uses ``?`` placeholders and ``{schema}.`` before table names; each backend renders
+it (SQLite drops the prefix, Postgres formats the schema and uses ``%s``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import CorruptRecordError
+from . import _codec
+from .base import PendingInterrupt, RunRecord
+
+__all__ = [
+    "PENDING_SORTS",
+    "Listings",
+    "PendingEntry",
+    "PendingPage",
+    "PendingQuery",
+    "RunsPage",
+    "RunsQuery",
+    "decode_run",
+]
+
+#: How a pending listing may be sorted: the sort key's columns before ``execution_id``.
+PENDING_SORTS: Final[dict[str, tuple[str, ...]]] = {
+    "since": ("p.created_at",),
+    "runner": ("COALESCE(r.runner_name, '')", "p.created_at"),
+    "step": ("p.node_id", "p.created_at"),
+    "reason": ("p.reason", "p.created_at"),
+}
+PAGE_MAX: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """Which runs to list, newest first (``oldest_first`` for the other way).
+
+    Attributes:
+        status: only runs in this status (``queued``, ``running``, ...).
+        runner_name: only runs of this runner.
+        search: only runs whose execution_id contains this text.
+        after: the execution_id the previous page ended with.
+        limit: entries per page, 1 to 1000.
+        count: also count every run the filters match (one more query).
+    """
+
+    status: str | None = None
+    runner_name: str | None = None
+    search: str | None = None
+    after: str | None = None
+    limit: int = 100
+    oldest_first: bool = False
+    count: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PendingQuery:
+    """Which pending interrupts to list.
+
+    Attributes:
+        runner_name: only interrupts of runs of this runner.
+        reason: only interrupts with this reason.
+        waiting_seconds: only interrupts waiting at least this long.
+        search: only runs whose execution_id contains this text.
+        sort: a key of :data:`PENDING_SORTS` (default ``since``: oldest first).
+        descending: reverse the order.
+        after: the execution_id the previous page ended with.
+        limit: entries per page, 1 to 1000.
+        count: also count every interrupt the filters match.
+    """
+
+    runner_name: str | None = None
+    reason: str | None = None
+    waiting_seconds: float | None = None
+    search: str | None = None
+    sort: str = "since"
+    descending: bool = False
+    after: str | None = None
+    limit: int = 100
+    count: bool = False
+
+
+@dataclass(slots=True)
+class PendingEntry:
+    """A pending interrupt with what the inbox shows of its run.
+
+    Attributes:
+        pending: the interrupt (``pending.damaged`` names what could not be read).
+        runner_name / runner_kind: its run's runner (``None`` if the run row is gone).
+        run_error: its run's recorded error (a worker that left it for other code).
+    """
+
+    pending: PendingInterrupt
+    runner_name: str | None
+    runner_kind: str | None
+    run_error: str | None
+
+
+@dataclass(slots=True)
+class RunsPage:
+    """A page of runs: ``next_after`` continues it (``None``: the last page); ``total`` is
+    the number of runs the filters match (``None`` unless counted)."""
+
+    items: list[RunRecord] = field(default_factory=list)
+    next_after: str | None = None
+    total: int | None = None
+
+
+@dataclass(slots=True)
+class PendingPage:
+    """A page of pending interrupts, as :class:`RunsPage`."""
+
+    items: list[PendingEntry] = field(default_factory=list)
+    next_after: str | None = None
+    total: int | None = None
+
+
+# --- decoding, one field at a time ---------------------------------------------------------
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | memoryview):
+        raise ValueError("not text")
+    text = str(value)
+    text.encode("utf-8")  # a name read past a decode error holds surrogates: refuse it
+    return text
+
+
+def _shown(value: Any) -> str:
+    """Unreadable text, readable: bad bytes as U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+_RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("execution_id", _text),
+    ("runner_name", _text),
+    ("runner_kind", _text),
+    ("status", _text),
+    ("input", _codec.load_json),
+    ("parent_execution_id", _optional_text),
+    ("parent_checkpoint_id", _optional_text),
+    ("owner", _optional_text),
+    ("lease_expires_at", _codec.ts_to_dt),
+    ("error", _optional_text),
+    ("created_at", _codec.ts_to_dt),
+    ("updated_at", _codec.ts_to_dt),
+    ("finished_at", _codec.ts_to_dt),
+)
+_PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("execution_id", _text),
+    ("checkpoint_id", _text),
+    ("node_id", _text),
+    ("agent_path", _optional_text),
+    ("reason", _text),
+    ("context", _codec.load_json),
+    ("created_at", _codec.ts_to_dt),
+    ("claimed_by", _optional_text),
+    ("claim_expires_at", _codec.ts_to_dt),
+    ("resume_value", _codec.load_json),
+)
+_TEXT_FIELDS: Final = frozenset(
+    {"execution_id", "runner_name", "runner_kind", "status", "checkpoint_id", "node_id", "reason"}
+)
+
+
+def _decode(
+    row: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]
+) -> tuple[dict[str, Any], str | None]:
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for (name, read), raw in zip(fields, row, strict=False):
+        try:
+            values[name] = read(raw)
+        except Exception as exc:  # any undecodable value: this field of this row only
+            reason = str(exc).split(":")[0] if isinstance(exc, CorruptRecordError) else ""
+            problems.append(f"{name} unreadable ({reason or type(exc).__name__})")
+            values[name] = _shown(raw) if name in _TEXT_FIELDS else None
+    return values, "; ".join(problems) or None
+
+
+def decode_run(row: Any) -> RunRecord:
+    """A runs row (``RUN_COLUMNS`` order) as a record; undecodable fields are left empty and
+    named in ``damaged``."""
+    values, damaged = _decode(row, _RUN_FIELDS)
+    return RunRecord(**values, damaged=damaged)
+
+
+def decode_pending(row: Any) -> PendingInterrupt:
+    """A pending row (``PENDING_COLUMNS`` order) as a record, as :func:`decode_run`."""
+    values, damaged = _decode(row, _PENDING_FIELDS)
+    return PendingInterrupt(**values, damaged=damaged)
+
+
+def read_run(row: Any) -> RunRecord:
+    """A runs row as a record (``get_run``): the plain mapping, and when that fails,
+    :class:`CorruptRecordError` naming the run and its unreadable fields."""
+    try:
+        return _codec.run_from_row(row)
+    except Exception:  # which field, and whose: decoded again one field at a time
+        return strict_run(row)
+
+
+def strict_run(row: Any) -> RunRecord:
+    """A runs row as a record, or :class:`CorruptRecordError` naming what is damaged."""
+    run = decode_run(row)
+    if run.damaged:
+        raise CorruptRecordError(
+            f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
+        )
+    return run
+
+
+# --- SQL -----------------------------------------------------------------------------------
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _runs_where(q: RunsQuery) -> tuple[str, list[Any]]:
+    sql, args = " WHERE 1 = 1", []
+    if q.status is not None:
+        sql += " AND r.status = ?"
+        args.append(q.status)
+    if q.runner_name is not None:
+        sql += " AND r.runner_name = ?"
+        args.append(q.runner_name)
+    if q.search:
+        sql += " AND r.execution_id LIKE ? ESCAPE '\\'"
+        args.append(_like(q.search))
+    return sql, args
+
+
+def runs_sql(q: RunsQuery) -> tuple[str, list[Any]]:
+    """The page query of ``q``: ``limit + 1`` rows, to know whether another page follows."""
+    columns = ", ".join(f"r.{c.strip()}" for c in _codec.RUN_COLUMNS.split(","))
+    where, args = _runs_where(q)
+    order = "ASC" if q.oldest_first else "DESC"
+    if q.after is not None:
+        cmp = ">" if q.oldest_first else "<"
+        where += (
+            f" AND (r.created_at, r.execution_id) {cmp} "
+            "(SELECT a.created_at, a.execution_id FROM {schema}.runs a WHERE a.execution_id = ?)"
+        )
+        args.append(q.after)
+    sql = (
+        f"SELECT {columns} FROM {{schema}}.runs r{where} "
+        f"ORDER BY r.created_at {order}, r.execution_id {order} LIMIT ?"
+    )
+    return sql, [*args, _page_size(q.limit) + 1]
+
+
+def runs_count_sql(q: RunsQuery) -> tuple[str, list[Any]]:
+    where, args = _runs_where(q)
+    return f"SELECT COUNT(*) FROM {{schema}}.runs r{where}", args
+
+
+def _pending_where(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
+    sql, args = " WHERE 1 = 1", []
+    if q.runner_name is not None:
+        sql += " AND r.runner_name = ?"
+        args.append(q.runner_name)
+    if q.reason is not None:
+        sql += " AND p.reason = ?"
+        args.append(q.reason)
+    if cutoff is not None:
+        sql += " AND p.created_at <= ?"
+        args.append(cutoff)
+    if q.search:
+        sql += " AND p.execution_id LIKE ? ESCAPE '\\'"
+        args.append(_like(q.search))
+    return sql, args
+
+
+_PENDING_FROM: Final = (
+    " FROM {schema}.pending_interrupts p LEFT JOIN {schema}.runs r"
+    " ON r.execution_id = p.execution_id"
+)
+
+
+def pending_sql(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
+    """The page query of ``q`` (``cutoff``: the backend's timestamp for ``waiting_seconds``)."""
+    if q.sort not in PENDING_SORTS:
+        raise ValueError(f"sort must be one of {', '.join(PENDING_SORTS)}, got {q.sort!r}")
+    keys = (*PENDING_SORTS[q.sort], "p.execution_id")
+    columns = ", ".join(f"p.{c.strip()}" for c in _codec.PENDING_COLUMNS.split(","))
+    where, args = _pending_where(q, cutoff)
+    order = "DESC" if q.descending else "ASC"
+    if q.after is not None:
+        cmp = "<" if q.descending else ">"
+        # The same key expressions over the entry the page ended with (aliases p and r again).
+        mine = ", ".join(keys)
+        where += f" AND ({mine}) {cmp} (SELECT {mine}{_PENDING_FROM} WHERE p.execution_id = ?)"
+        args.append(q.after)
+    sql = (
+        f"SELECT {columns}, r.runner_name, r.runner_kind, r.error{_PENDING_FROM}{where} "
+        f"ORDER BY {', '.join(f'{k} {order}' for k in keys)} LIMIT ?"
+    )
+    return sql, [*args, _page_size(q.limit) + 1]
+
+
+def pending_count_sql(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
+    where, args = _pending_where(q, cutoff)
+    return f"SELECT COUNT(*){_PENDING_FROM}{where}", args
+
+
+def _page_size(limit: int) -> int:
+    return max(1, min(PAGE_MAX, int(limit)))
+
+
+# --- the operations, once for both backends ------------------------------------------------
+class Listings:
+    """The listing operations of a checkpointer, over two hooks its backend provides:
+    ``_listing_rows(sql, args)`` (run one query of this module, return its rows) and
+    ``_listing_time(datetime)`` (a timestamp as the backend stores it)."""
+
+    def _listing_rows(self, sql: str, args: list[Any]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        raise NotImplementedError
+
+    def list_runs_page(self, query: RunsQuery) -> RunsPage:
+        """A page of runs (see :class:`RunsQuery`); damaged rows are listed, not raised."""
+        rows = self._listing_rows(*runs_sql(query))
+        page = RunsPage([decode_run(r) for r in rows[: _page_size(query.limit)]])
+        if len(rows) > _page_size(query.limit):
+            page.next_after = page.items[-1].execution_id
+        if query.count:
+            page.total = int(self._listing_rows(*runs_count_sql(query))[0][0])
+        return page
+
+    def list_pending_page(self, query: PendingQuery) -> PendingPage:
+        """A page of pending interrupts with their runs' runner names (see
+        :class:`PendingQuery`); damaged rows are listed, not raised."""
+        cutoff = None
+        if query.waiting_seconds is not None:
+            now = _dt.datetime.now(_dt.UTC)
+            cutoff = self._listing_time(now - _dt.timedelta(seconds=query.waiting_seconds))
+        rows = self._listing_rows(*pending_sql(query, cutoff))
+        page = PendingPage()
+        width = len(_PENDING_FIELDS)
+        for row in rows[: _page_size(query.limit)]:
+            runner = _optional_text_or_none(row[width])
+            page.items.append(
+                PendingEntry(
+                    decode_pending(row[:width]),
+                    runner,
+                    _optional_text_or_none(row[width + 1]),
+                    _optional_text_or_none(row[width + 2]),
+                )
+            )
+        if len(rows) > _page_size(query.limit):
+            page.next_after = page.items[-1].pending.execution_id
+        if query.count:
+            page.total = int(self._listing_rows(*pending_count_sql(query, cutoff))[0][0])
+        return page
+
+    def list_runs(
+        self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally filtered by status and runner name (damaged rows
+        listed with :attr:`~tether.store.base.RunRecord.damaged` set)."""
+        query = RunsQuery(status=status, runner_name=runner_name, limit=limit)
+        return self.list_runs_page(query).items
+
+    def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
+        """Pending interrupts, oldest first (damaged rows listed with ``damaged`` set)."""
+        return [e.pending for e in self.list_pending_page(PendingQuery(limit=limit)).items]
+
+
+def _optional_text_or_none(value: Any) -> str | None:
+    try:
+        return _optional_text(value)
+    except Exception:  # a damaged name: shown with its bad bytes replaced
+        return _shown(value)
