@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import time
-from typing import Any, TypedDict, Unpack
+from typing import Any, Required, TypedDict, Unpack
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
@@ -35,6 +35,9 @@ class _PutOptions(TypedDict, total=False):
 
 
 class _ClaimOptions(TypedDict, total=False):
+    owner: Required[str]
+    resume_value: Required[dict[str, Any] | None]
+    lease_seconds: Required[float]
     steal_from: str | None
     checkpoint_id: str | None
     audit: AuditEntry | None
@@ -239,13 +242,7 @@ class PlanCheckpointer(Listings, StoreOperations):
         return await self._db.arun("get_pending_interrupt", self._pending_plan(execution_id))
 
     def claim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        **options: Unpack[_ClaimOptions],
+        self, execution_id: str, **claim: Unpack[_ClaimOptions]
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt: exactly one of any number of
         concurrent callers (threads, processes, machines on Postgres) wins.
@@ -266,32 +263,25 @@ class PlanCheckpointer(Listings, StoreOperations):
             The claimed row with the stored answer, or ``None`` if the caller lost. The run is
             marked ``running`` in the same transaction.
         """
-        plan = self._claim(execution_id, owner, resume_value, lease_seconds, options)
+        plan = self._claim(execution_id, claim)
         return self._db.run("claim_interrupt", plan, write=True, execution_id=execution_id)
 
     async def aclaim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        **options: Unpack[_ClaimOptions],
+        self, execution_id: str, **claim: Unpack[_ClaimOptions]
     ) -> PendingInterrupt | None:
-        plan = self._claim(execution_id, owner, resume_value, lease_seconds, options)
+        plan = self._claim(execution_id, claim)
         return await self._db.arun("claim_interrupt", plan, write=True, execution_id=execution_id)
 
-    def _claim(
-        self,
-        execution_id: str,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        options: _ClaimOptions,
-    ) -> Plan[PendingInterrupt | None]:
-        steal, cid = options.get("steal_from"), options.get("checkpoint_id")
-        audit = options.get("audit")
-        return self._claim_plan(execution_id, owner, resume_value, lease_seconds, steal, cid, audit)
+    def _claim(self, execution_id: str, claim: _ClaimOptions) -> Plan[PendingInterrupt | None]:
+        return self._claim_plan(
+            execution_id,
+            claim["owner"],
+            claim["resume_value"],
+            claim["lease_seconds"],
+            claim.get("steal_from"),
+            claim.get("checkpoint_id"),
+            claim.get("audit"),
+        )
 
     delete_pending_interrupt_atomic = claim_interrupt
     """The contract's name for :meth:`claim_interrupt` (docs/storage.md)."""

@@ -26,6 +26,10 @@ __all__ = ["LeaseOperations"]
 
 
 class _ClaimRunsOptions(TypedDict, total=False):
+    owner: Required[str]
+    limit: Required[int]
+    lease_seconds: Required[float]
+    max_attempts: Required[int]
     runner_names: builtins.list[str] | None
     runner_slots: dict[str, int] | None
     exclude_execution_ids: Sequence[str] | None
@@ -74,15 +78,9 @@ class LeaseOperations(Fencing, StoreOperations):
     def _release_plan_of(self, query: Any, params: dict[str, Any]) -> Plan[bool]:
         return (yield last(query, params)).rowcount == 1
 
-    def _claim_runs_plan(
-        self,
-        owner: str,
-        limit: int,
-        lease_seconds: float,
-        max_attempts: int,
-        options: _ClaimRunsOptions,
-    ) -> Plan[builtins.list[ClaimedRun]]:
+    def _claim_runs_plan(self, options: _ClaimRunsOptions) -> Plan[builtins.list[ClaimedRun]]:
         sql, names = self._sql, options.get("runner_names")
+        owner, limit, max_attempts = options["owner"], options["limit"], options["max_attempts"]
         slots = dict(options.get("runner_slots") or {})
         params = {
             "exclude": list(options.get("exclude_execution_ids") or ()),
@@ -108,7 +106,7 @@ class LeaseOperations(Fencing, StoreOperations):
             out.append(claimed)
         ids = [c.execution_id for c in out if not c.dead_lettered]
         if ids:
-            lease = {"owner": owner, "lease_seconds": float(lease_seconds), "ids": ids}
+            lease = {"owner": owner, "lease_seconds": float(options["lease_seconds"]), "ids": ids}
             yield sql.CLAIM_RUNS, lease
         return out
 
@@ -205,34 +203,18 @@ class LeaseOperations(Fencing, StoreOperations):
         params = {"execution_id": execution_id, "owner": owner, "retry_after_seconds": after}
         return self._release_plan_of(self._sql.RELEASE_FOR_RETRY, params)
 
-    def claim_runs(
-        self,
-        *,
-        owner: str,
-        limit: int,
-        lease_seconds: float,
-        max_attempts: int,
-        **options: Unpack[_ClaimRunsOptions],
-    ) -> builtins.list[ClaimedRun]:
+    def claim_runs(self, **claim: Unpack[_ClaimRunsOptions]) -> builtins.list[ClaimedRun]:
         """See :meth:`tether.store._leases.LeaseStore.aclaim_runs`."""
-        if limit <= 0 or options.get("runner_names") == []:
+        if claim["limit"] <= 0 or claim.get("runner_names") == []:
             return []
-        plan = self._claim_runs_plan(owner, limit, lease_seconds, max_attempts, options)
-        return self._runs_claimed(owner, self._db.run("claim_runs", plan, write=True))
+        out = self._db.run("claim_runs", self._claim_runs_plan(claim), write=True)
+        return self._runs_claimed(claim["owner"], out)
 
-    async def aclaim_runs(
-        self,
-        *,
-        owner: str,
-        limit: int,
-        lease_seconds: float,
-        max_attempts: int,
-        **options: Unpack[_ClaimRunsOptions],
-    ) -> builtins.list[ClaimedRun]:
-        if limit <= 0 or options.get("runner_names") == []:
+    async def aclaim_runs(self, **claim: Unpack[_ClaimRunsOptions]) -> builtins.list[ClaimedRun]:
+        if claim["limit"] <= 0 or claim.get("runner_names") == []:
             return []
-        plan = self._claim_runs_plan(owner, limit, lease_seconds, max_attempts, options)
-        return self._runs_claimed(owner, await self._db.arun("claim_runs", plan, write=True))
+        out = await self._db.arun("claim_runs", self._claim_runs_plan(claim), write=True)
+        return self._runs_claimed(claim["owner"], out)
 
     def enqueue_run(
         self, execution_id: str, runner_name: str, input: Any, *, priority: int
