@@ -15,11 +15,6 @@ thread's kept loop and do their work on the sync pool (:meth:`Database.arun`).
 Connections a server killed (restart, ``pg_terminate_backend``, an idle timeout) are found at
 checkout and replaced, all of them at once, and a server back from an outage is connected to
 at once: :mod:`tether.store._postgres_recovery`.
-
-Strings: PostgreSQL ``text`` cannot hold NUL. Every ``str`` parameter is written with NUL as
-``U+FFFE '0'`` and ``U+FFFE`` itself doubled, and read back the other way. The mapping is
-per character and prefix-free, so equality and prefix tests in SQL still hold, and any string
-without those two characters (every realistic one) is stored exactly as given.
 """
 
 from __future__ import annotations
@@ -27,179 +22,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg.abc import Buffer
-from psycopg.adapt import AdaptersMap
-from psycopg.types.string import (
-    StrBinaryDumper,
-    StrDumperUnknown,
-    TextBinaryLoader,
-    TextLoader,
-)
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from .._context import sync_drive
-from ..errors import SerializationError, StoreError
-from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
-from ._plans import PAST_LAST, Plan, Result, Statement, Write, is_last, last
+from ..errors import StoreError
+from ._database_errors import postgres_constraint
+from ._plans import Plan, Result, Statement, Write, last
+from ._postgres_drive import adrive, drive
+from ._postgres_errors import first_line, translate
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
 __all__ = ["Database", "Plan", "Result", "Statement", "last", "translate"]
 
 T = TypeVar("T")
-
-
-# --- NUL-safe text --------------------------------------------------------------------------
-_ESC = "\ufffe"
-_TEXT_OID = 25
-_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
-_UNESCAPE = re.compile(_ESC + "(.)", re.DOTALL)
-
-
-def _escape(s: str) -> str:
-    if "\x00" in s or _ESC in s:
-        return s.replace(_ESC, _ESC + _ESC).replace("\x00", _ESC + "0")
-    return s
-
-
-def _unescape(s: str) -> str:
-    if _ESC in s:
-        return _UNESCAPE.sub(lambda m: "\x00" if m[1] == "0" else m[1], s)
-    return s
-
-
-def _encode(s: str, encoding: str) -> bytes:
-    try:
-        if "\x00" in s or _ESC in s:  # rare: checked here to spare most values a call
-            return _escape(s).encode(encoding)
-        return s.encode(encoding)
-    except UnicodeEncodeError as exc:
-        raise SerializationError(
-            f"text {s[:40]!r} cannot be stored: {exc.reason} at position {exc.start}",
-            type_name="str",
-        ) from exc
-
-
-class _TextDumper(StrDumperUnknown):
-    def dump(self, obj: str) -> Buffer | None:
-        return _encode(obj, self._encoding)
-
-
-class _TextBinaryDumper(StrBinaryDumper):
-    def dump(self, obj: str) -> Buffer | None:
-        return _encode(obj, self._encoding)
-
-
-class _TextLoader(TextLoader):
-    def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return _unescape(value) if isinstance(value, str) else value
-
-
-class _TextBinaryLoader(TextBinaryLoader):
-    def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return _unescape(value) if isinstance(value, str) else value
-
-
-def _use_text_adapters(adapters: AdaptersMap) -> None:
-    # On the cursor's own (copy-on-write) map, so a connection from a pool the caller owns is
-    # left as it was.
-    adapters.register_dumper(str, _TextBinaryDumper)
-    adapters.register_dumper(str, _TextDumper)  # registered last: the default for str
-    adapters.register_loader(_TEXT_OID, _TextLoader)
-    adapters.register_loader(_TEXT_OID, _TextBinaryLoader)
-
-
-# --- errors ---------------------------------------------------------------------------------
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _ends_session(sqlstate: str | None) -> bool:
-    """A client-side connection failure, a connection exception, a server shutdown."""
-    return sqlstate is None or sqlstate[:2] == "08" or sqlstate in ("57P01", "57P02")
-
-
-def _quoted(execution_id: str) -> str:
-    # Whole, unless too long to read in a message (a key PostgreSQL refused for its length).
-    if len(execution_id) <= 80:
-        return repr(execution_id)
-    return f"{execution_id[:60]!r}... ({len(execution_id)} characters)"
-
-
-def translate(
-    exc: psycopg.Error,
-    *,
-    op: str,
-    target: str,
-    pid: int | None,
-    lost: bool,
-    execution_id: str | None,
-    timeout_seconds: float,
-    reason: str | None = None,
-) -> StoreError:
-    """The tether error for a driver error, by the rule in
-    :mod:`tether.store._database_errors`.
-
-    Args:
-        exc: the psycopg (or psycopg_pool) error.
-        op: the checkpointer operation, e.g. ``"put"``.
-        target: the server, ``postgresql://user@host:port/dbname`` (no password).
-        pid: the server backend of the connection in use, if one was checked out.
-        lost: the connection was found closed after the error.
-        execution_id: the run concerned, if any.
-        timeout_seconds: the pool's wait for a connection (for the message).
-        reason: why a fresh connection could not be made, when that was diagnosed.
-    """
-    where = target if pid is None else f"{target} (backend pid {pid})"
-    what = op if execution_id is None else f"{op} of run {_quoted(execution_id)}"
-    msg = _first_line(exc)
-    kind = postgres_kind(exc, lost=lost)
-    if isinstance(exc, PoolTimeout):
-        text = f"no connection to PostgreSQL {target} within {timeout_seconds:g} s for {what}: "
-        text += reason or msg
-    elif isinstance(exc, PoolClosed):
-        text = f"the connection pool to PostgreSQL {target} was closed during {what}"
-    elif kind is Kind.UNAVAILABLE and (lost or _ends_session(exc.sqlstate)):
-        text = (
-            f"lost the connection to PostgreSQL {where} during {what}: {msg}. Its transaction "
-            "did not commit, unless the loss came as it committed (during COMMIT, or during a "
-            "write sent as one statement): read the run back to know"
-        )
-    elif kind is Kind.UNAVAILABLE:
-        text = f"PostgreSQL {where} could not serve {what}: {msg} (SQLSTATE {exc.sqlstate})"
-    elif kind is Kind.MISSING:
-        text = (
-            f"PostgreSQL {target} is missing tether tables or columns ({msg}) during {what}; "
-            "the schema was dropped or altered outside tether"
-        )
-    elif kind is Kind.CONFLICT:
-        text = f"a concurrent transaction on PostgreSQL {target} conflicted with {what}: {msg}"
-    elif kind is Kind.REJECTED:
-        hint = (exc.diag.message_hint or "").strip().split("\n")[0]
-        text = (
-            f"PostgreSQL {where} rejected {what}: {msg}{f' ({hint})' if hint else ''} "
-            f"(SQLSTATE {exc.sqlstate}); the same call will fail the same way, so change the "
-            "value or the constraint rather than retry"
-        )
-    else:
-        text = f"PostgreSQL {where} refused {what}: {msg}"
-    return store_error(
-        kind,
-        text,
-        execution_id=execution_id,
-        code=exc.sqlstate,
-        constraint=postgres_constraint(exc),
-    )
 
 
 # --- the database ---------------------------------------------------------------------------
@@ -528,7 +370,7 @@ class Database:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return _drive(conn, plan, write is True)
+                    return drive(conn, plan, write is True)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -551,7 +393,7 @@ class Database:
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return await _adrive(conn, plan, write is True)
+                    return await adrive(conn, plan, write is True)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -594,7 +436,7 @@ class Database:
         try:
             psycopg.Connection.connect(self.conninfo, **self.kwargs).close()
         except psycopg.Error as exc:
-            return _first_line(exc)
+            return first_line(exc)
         return None
 
     async def _adiagnose(self) -> str | None:
@@ -602,7 +444,7 @@ class Database:
             conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
             await conn.close()
         except psycopg.Error as exc:
-            return _first_line(exc)
+            return first_line(exc)
         return None
 
     @staticmethod
@@ -621,85 +463,3 @@ class Database:
             "async_max_in_use": self.async_usage.max_in_use,
             "async_pools": len(self._loops),
         }
-
-
-@overload
-def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
-@overload
-def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
-def _cursor(
-    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
-) -> psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]:
-    """The connection's binary cursor with tether's text adapters, made once per connection
-    and reused: a cursor and its adapter map per statement cost more than a step's encoding."""
-    cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None
-    cur = getattr(conn, "_tether_cursor", None)
-    if cur is None or cur.closed:
-        cur = conn.cursor(binary=True)
-        _use_text_adapters(cur.adapters)
-        conn._tether_cursor = cur  # type: ignore[union-attr]
-    return cur
-
-
-def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
-    """The statement returned a result set (cheaper than building ``cur.description``)."""
-    res = cur.pgresult
-    return res is not None and res.status == _TUPLES_OK
-
-
-def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
-    """Run ``plan``; when ``write``, as one transaction, begun before its first statement
-    unless that statement is its last (see :func:`last`)."""
-    cur = _cursor(conn)
-    with contextlib.ExitStack() as transaction:
-        try:
-            begun = done = False
-            stmt = next(plan)
-            while True:
-                if done:
-                    raise RuntimeError(PAST_LAST)
-                if write and not begun:
-                    if is_last(stmt):
-                        done = True
-                    else:
-                        transaction.enter_context(conn.transaction())
-                        begun = True
-                try:
-                    cur.execute(stmt[0], stmt[1])
-                    result = Result(cur.fetchall() if _has_rows(cur) else [], cur.rowcount)
-                except psycopg.Error as exc:
-                    done = False  # nothing committed: the plan may go on (in a transaction)
-                    stmt = plan.throw(exc)
-                    continue
-                stmt = plan.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-
-async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
-    """As :func:`_drive`, on an async connection."""
-    cur = _cursor(conn)
-    async with contextlib.AsyncExitStack() as transaction:
-        try:
-            begun = done = False
-            stmt = next(plan)
-            while True:
-                if done:
-                    raise RuntimeError(PAST_LAST)
-                if write and not begun:
-                    if is_last(stmt):
-                        done = True
-                    else:
-                        await transaction.enter_async_context(conn.transaction())
-                        begun = True
-                try:
-                    await cur.execute(stmt[0], stmt[1])
-                    rows = await cur.fetchall() if _has_rows(cur) else []
-                    result = Result(rows, cur.rowcount)
-                except psycopg.Error as exc:
-                    done = False
-                    stmt = plan.throw(exc)
-                    continue
-                stmt = plan.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
