@@ -185,18 +185,8 @@ class Database:
         with self._lock:
             if self._sync is None:
                 recovery = self._sync_recovery = SyncRecovery()
-                self._sync = recovery.pool = ConnectionPool(
-                    self.conninfo,
-                    kwargs=self.kwargs,
-                    min_size=self.min_size,
-                    max_size=self.max_size,
-                    timeout=self.timeout_seconds,
-                    check=recovery.check,
-                    reconnect_timeout=0,  # no back-off: recovery.reconnect_failed retries
-                    reconnect_failed=recovery.reconnect_failed,
-                    open=False,
-                    name=f"{self.name}-sync",
-                )
+                options = self._pool_options(recovery, "sync")
+                self._sync = recovery.pool = ConnectionPool(self.conninfo, **options)
             if not self._sync_opened:
                 # Waiting for min_size connections keeps the first checkout from growing
                 # the pool while they are still being made.
@@ -209,6 +199,21 @@ class Database:
                 if self._sync_recovery is not None:
                     self._sync_recovery.opening = False
             return self._sync
+
+    def _pool_options(self, recovery: SyncRecovery | AsyncRecovery, kind: str) -> dict[str, Any]:
+        """The options of a pool of ``kind`` (``sync``, ``async``), checked and reconnected by
+        ``recovery`` without back-off (its ``reconnect_failed`` retries)."""
+        return {
+            "kwargs": self.kwargs,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "timeout": self.timeout_seconds,
+            "check": recovery.check,
+            "reconnect_timeout": 0,
+            "reconnect_failed": recovery.reconnect_failed,
+            "open": False,
+            "name": f"{self.name}-{kind}",
+        }
 
     def _loop_entry(self) -> _LoopPool:
         """This event loop's pool (made, not opened, on first use)."""
@@ -224,16 +229,7 @@ class Database:
             if lp is None:
                 recovery = AsyncRecovery()
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-                    self.conninfo,
-                    kwargs=self.kwargs,
-                    min_size=self.min_size,
-                    max_size=self.max_size,
-                    timeout=self.timeout_seconds,
-                    check=recovery.check,
-                    reconnect_timeout=0,  # as the sync pool's
-                    reconnect_failed=recovery.reconnect_failed,
-                    open=False,
-                    name=f"{self.name}-async",
+                    self.conninfo, **self._pool_options(recovery, "async")
                 )
                 recovery.pool = pool
                 lp = self._loops[loop] = _LoopPool(loop, pool, recovery)
