@@ -153,7 +153,9 @@ class StoreOperations:
         """Insert ``cp``: fenced when this instance holds the run's lease, setting the run's
         status with it when ``run_status`` is given (and giving ``release_lease_of``'s lease
         back); ``final`` when it ends the plan (see :func:`~._plans.last`)."""
-        head = yield from self._head_plan(cp.execution_id)
+        head = self._heads.get(cp.execution_id)  # the usual step: known, no generator to run
+        if head is None:
+            head = yield from self._head_plan(cp.execution_id)
         values, new_head = _codec.checkpoint_params(
             cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
         )
@@ -170,7 +172,10 @@ class StoreOperations:
                 else sql.INSERT_CHECKPOINT_FENCED_SET_STATUS
             )
         try:
-            res = yield from self._script(script, params, final=final)
+            if len(script) == 1:  # the usual step: one statement, sent without a sub-plan
+                res = yield last(script[0], params) if final else (script[0], params)
+            else:
+                res = yield from self._script(script, params, final=final)
         except Exception as exc:
             if self._db.unique_key(exc) != sql.STEP_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
