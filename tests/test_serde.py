@@ -74,6 +74,35 @@ def test_non_str_keys_and_huge_ints_are_refused():
         serde.dumps({"n": 2**70}, "state")
 
 
+class _Ratio(float):
+    pass
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), _Ratio("nan")])
+def test_nan_and_infinity_are_refused_not_stored_as_null(bad):
+    # orjson writes them as null: the run would read None back after a resume.
+    for value, path in [
+        ({"score": bad}, 'state["score"]'),
+        ({"scores": [1.5, bad]}, 'state["scores"][1]'),
+        (bad, "state"),
+        ((bad,), "state[0]"),
+    ]:
+        with pytest.raises(SerializationError, match="JSON cannot hold") as info:
+            serde.dumps(value, "state")
+        assert info.value.path == path
+    assert serde.loads(serde.dumps({"x": [0.5, -2.0, 1e300]})) == {"x": [0.5, -2.0, 1e300]}
+
+
+def test_a_nan_in_state_fails_the_step_and_the_run_keeps_its_last_good_checkpoint(store):
+    chain = Chain("nan", store)
+    chain.add_node("a", lambda s: {"ok": 1})
+    chain.add_node("b", lambda s: {"score": float("nan")})
+    failed = chain.run({})
+    assert failed.status == "failed" and isinstance(failed.error, SerializationError)
+    assert failed.error.path == 'state["score"]'
+    assert [c.node_id for c in store.list(failed.execution_id)] == ["a", "run_end"]
+
+
 def test_decoding_never_imports_modules():
     data = b'{"__tether__":"dataclass","v":{"cls":"antigravity:Fly","fields":{}}}'
     with pytest.raises(CorruptRecordError, match="not imported"):

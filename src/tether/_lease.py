@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._runner import HOSTNAME, _owner_is_dead, new_owner
 from .checkpoint import new_id
+from .control import cancelled_error, leases_lost, stopping_on_cancel
 from .errors import (
     ConcurrentWriteError,
     LeaseHeldError,
@@ -227,7 +228,11 @@ class _Heartbeats:
                     continue
             for owner, store, period, execution_ids in due:
                 with contextlib.suppress(Exception):
-                    store.renew_run_leases(owner, execution_ids, lease_seconds=period, since=now)
+                    renewed = store.renew_run_leases(
+                        owner, execution_ids, lease_seconds=period, since=now
+                    )
+                    if renewed < len(execution_ids):  # taken over, or cancelled
+                        leases_lost(store, execution_ids)
 
 
 heartbeats = _Heartbeats()
@@ -262,7 +267,8 @@ async def hold(
     """
     cur = _current.get()
     if cur is not None and cur.execution_id == execution_id:
-        yield cur
+        async with stopping_on_cancel(store, execution_id):
+            yield cur
         return
     if not (_has_leases(type(store)) or isinstance(store, LeaseStore)):
         yield None
@@ -313,7 +319,8 @@ async def hold(
     clean = False
     raised: Exception | None = None
     try:
-        yield lease
+        async with stopping_on_cancel(store, execution_id):
+            yield lease
         clean = True
     except Exception as exc:
         clean = isinstance(exc, TetherError) and not isinstance(exc, StoreError)
@@ -370,9 +377,13 @@ async def acreate_run(store: Checkpointer, run: RunRecord) -> RunRecord:
         return await store.acreate_run(run)
     run.owner = lease.owner
     if lease.queued and isinstance(store, LeaseStore):
-        await store.astart_queued_run(
+        started = await store.astart_queued_run(
             run.execution_id, owner=lease.owner, runner_kind=run.runner_kind, input=run.input
         )
+        if not started:
+            row = await store.aget_run(run.execution_id)
+            if row is not None and row.status == "cancelled":  # a queued run never starts
+                raise await cancelled_error(store, run.execution_id)
         return run
     # A lease is only ever taken on a store with the capability (see acquire_lease).
     return await cast(LeaseStore, store).acreate_run(run, lease_seconds=lease.lease_seconds)

@@ -212,6 +212,7 @@ async def alatest_resumable(
 
     Raises:
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled (docs/design.md, "Cancel and delete").
     """
     cp: Checkpoint | None
     last_status: str | None
@@ -225,6 +226,10 @@ async def alatest_resumable(
             cp = await store.aget_last(
                 execution_id, before_seq=cp.seq, agent_path_prefix=agent_path_prefix
             )
+    if last_status == "cancelled":
+        from .control import cancelled_error
+
+        raise await cancelled_error(store, execution_id)
     if last_status == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",

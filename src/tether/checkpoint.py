@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .errors import AlreadyResumed, RunNotFoundError
+from .errors import AlreadyResumed, RunCancelledError, RunNotFoundError
 
 if TYPE_CHECKING:
     from .store.base import Checkpointer
@@ -28,15 +28,23 @@ __all__ = [
 ]
 
 StepType = Literal[
-    "llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"
+    "llm_call",
+    "tool_call",
+    "hitl_pause",
+    "node",
+    "handoff",
+    "fork_origin",
+    "state_patch",
+    "run_end",
 ]
-Status = Literal["completed", "interrupted", "failed"]
+Status = Literal["completed", "interrupted", "failed", "cancelled"]
 
 RUN_END: Final = "run_end"
 STEP_TYPES: Final = frozenset(
-    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "run_end"}
+    {"llm_call", "tool_call", "hitl_pause", "node", "handoff", "fork_origin", "state_patch"}
+    | {"run_end"}
 )
-STATUSES: Final = frozenset({"completed", "interrupted", "failed"})
+STATUSES: Final = frozenset({"completed", "interrupted", "failed", "cancelled"})
 
 
 _LABELS: Final = {
@@ -46,8 +54,10 @@ _LABELS: Final = {
     ("hitl_pause", "interrupted"): "paused for a human",
     ("handoff", "completed"): "handoff",
     ("fork_origin", "completed"): "branch start",
+    ("state_patch", "completed"): "state patched",
     ("run_end", "completed"): "run completed",
     ("run_end", "failed"): "run failed",
+    ("run_end", "cancelled"): "run cancelled",
 }
 
 
@@ -77,8 +87,9 @@ class Checkpoint:
         node_id: the re-entry address: a chain node id, ``"turn:N"``, ``"turn:N/tool:<name>"``,
             or ``"run_end"`` for the terminal tombstone.
         step_type: one of ``llm_call``, ``tool_call``, ``hitl_pause``, ``node``, ``handoff``,
-            ``fork_origin``, ``run_end``.
-        status: ``completed``, ``interrupted`` or ``failed``; drives resume (docs/design.md §4).
+            ``fork_origin``, ``state_patch`` (a resume's ``state_updates``), ``run_end``.
+        status: ``completed``, ``interrupted``, ``failed``, or ``cancelled`` (a run-end row
+            only); drives resume (docs/design.md §4).
         state_snapshot: the full run state after this boundary (a dict; the store may keep only
             what changed, but always hands back the whole state).
         node_index: position in topological / turn order.
@@ -170,6 +181,7 @@ def latest_resumable(
     Raises:
         RunNotFoundError: no run has this id.
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
+        RunCancelledError: the run was cancelled.
     """
     cp: Checkpoint | None
     fast = getattr(store, "get_resumable", None) if agent_path_prefix is None else None
@@ -184,6 +196,11 @@ def latest_resumable(
             )
     if cp is None and ended is None:
         _assert_run(store, execution_id)
+    if ended == "cancelled":
+        raise RunCancelledError(
+            f"run {execution_id!r} was cancelled; fork it to continue from one of its checkpoints",
+            execution_id=execution_id,
+        )
     if ended == "completed":
         raise AlreadyResumed(
             f"run {execution_id!r} already completed; fork it to branch a new run",

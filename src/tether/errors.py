@@ -23,14 +23,18 @@ Tree::
     │   └── ConcurrentWriteError        another process wrote this run's next step first
     │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
+    ├── RunStatusChangedError           the run's status changed since it was shown (delete)
     ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
     ├── RunnerMismatchError             the run belongs to another runner
     ├── ResumeError
     │   ├── ChainResumeError            the run cannot be resumed as asked (e.g. needs a Resume)
     │   └── AlreadyResumed              nothing to resume: finished, or another caller won
     │       ├── LeaseHeldError          a live process is executing the run (holds its lease)
-    │       └── InterruptChangedError   the answer was for a question no longer pending
+    │       ├── InterruptChangedError   the answer was for a question no longer pending
+    │       └── RunCancelledError       the run was cancelled: nothing to resume or answer
     ├── ExecutionError                  a runner's own rule failed (e.g. a cycle bound)
+    │   ├── StepTimeoutError            a step ran past its ``timeout_seconds``
+    │   │   └── RunDeadlineExceeded     the run ran past its ``deadline_seconds``
     │   ├── MaxIterationsExceeded       a bounded cycle hit its ``max_iterations``
     │   ├── MaxTurnsExceeded            an agent hit its ``max_turns`` (tether.agent)
     │   └── OutputValidationError       structured output failed after its re-asks (tether.agent)
@@ -236,6 +240,11 @@ class RunNotFoundError(TetherError):
     """No run with this ``execution_id`` exists in the store."""
 
 
+class RunStatusChangedError(TetherError):
+    """An operation confirmed for a run in one status found it in another (``delete`` with
+    ``only_if_status``): nothing was changed; look at the run again."""
+
+
 class CheckpointNotFoundError(TetherError):
     """No checkpoint with this id belongs to the run."""
 
@@ -290,6 +299,33 @@ class LeaseHeldError(AlreadyResumed):
         self.owner = owner
 
 
+class RunCancelledError(AlreadyResumed):
+    """The run was cancelled (``tether.cancel``, ``tether cancel``, the web page): it is not
+    resumed, its question takes no answer, and a drive of it that was in flight stops at its
+    next step boundary with this error. A fork still branches from any of its checkpoints
+    (docs/design.md, "Cancel and delete").
+
+    Attributes:
+        cancelled_by: who cancelled it, when recorded.
+        reason: why, when given.
+        cancelled_at: when (ISO 8601, UTC), when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        cancelled_by: str | None = None,
+        reason: str | None = None,
+        cancelled_at: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id)
+        self.cancelled_by = cancelled_by
+        self.reason = reason
+        self.cancelled_at = cancelled_at
+
+
 class InterruptChangedError(AlreadyResumed):
     """An answer was given for a question (the interrupt recorded at ``checkpoint_id``) that
     is no longer the one the run waits on: the run was answered and moved on, and is now
@@ -318,6 +354,39 @@ class InterruptChangedError(AlreadyResumed):
 
 class ExecutionError(TetherError):
     """A runner's own rule failed while executing."""
+
+
+class StepTimeoutError(ExecutionError):
+    """A step (a chain node, an agent's tool, a model call) ran past its ``timeout_seconds``.
+
+    The run ends ``failed`` and stays resumable like any failed run: an ``async`` step was
+    cancelled at its ``await``; a synchronous one runs on in its own thread, abandoned, and
+    its result is never committed (docs/design.md §12, "Step timeouts").
+
+    Attributes:
+        step: what overran: ``node 'charge'``, ``tool 'search'``, ``model call``.
+        timeout_seconds: the limit it had, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str,
+        timeout_seconds: float,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.step = step
+        self.timeout_seconds = timeout_seconds
+
+
+class RunDeadlineExceeded(StepTimeoutError):
+    """The run ran past its runner's ``deadline_seconds``, counted from the run's creation:
+    at a step boundary, or mid-step (the step's limit is capped by what is left). The run
+    ends ``failed``; a resume fails again at once, since the deadline has passed: fork it to
+    run again with a deadline of its own."""
 
 
 class MaxIterationsExceeded(ExecutionError):

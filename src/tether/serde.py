@@ -35,6 +35,7 @@ import base64
 import dataclasses
 import datetime as _dt
 import enum
+import json
 import sys
 import uuid
 from decimal import Decimal
@@ -44,7 +45,15 @@ import orjson
 
 from .errors import CorruptRecordError, SerializationError
 
-__all__ = ["FrozenDict", "canonical_dumps", "dumps", "from_jsonable", "loads", "to_jsonable"]
+__all__ = [
+    "FrozenDict",
+    "canonical_dumps",
+    "dumps",
+    "from_jsonable",
+    "loads",
+    "parse_json_text",
+    "to_jsonable",
+]
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]
@@ -59,7 +68,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 
 TAG = "__tether__"
-_NATIVE = (str, int, float, bool, type(None))
+_PLAIN = (str, bool, type(None))
 _MAX_INT = 2**63 - 1
 _MIN_INT = -(2**63)
 
@@ -125,12 +134,22 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
         A structure of dict/list/str/int/float/bool/None.
 
     Raises:
-        SerializationError: a value of an unsupported type, a non-str dict key or an int out of
-            the 64-bit range; the error's ``path`` names where it sits.
+        SerializationError: a value of an unsupported type, a non-str dict key, an int out of
+            the 64-bit range or a float that is nan or infinite; the error's ``path`` names
+            where it sits.
     """
     t = type(value)
-    if t is str or t is bool or value is None or t is float:
+    if t is str or t is bool or value is None:
         return value
+    if t is float:
+        if value - value == 0.0:  # false for nan and +-inf, which JSON has no number for
+            return value
+        raise SerializationError(
+            f"{path} is the float {value!r}, which JSON cannot hold (it would read back as "
+            "None); store None, a str or a Decimal instead",
+            path=path,
+            type_name="float",
+        )
     if t is int:
         if not _MIN_INT <= value <= _MAX_INT:
             raise SerializationError(
@@ -149,7 +168,8 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
                     path=_key_path(path, k),
                     type_name=type(k).__name__,
                 )
-            if type(v) in _NATIVE and type(v) is not int:
+            tv = type(v)
+            if tv in _PLAIN or (tv is float and v - v == 0.0):
                 continue
             c = to_jsonable(v, _key_path(path, k))
             if c is not v:
@@ -163,7 +183,8 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
     if t is list:
         lout: list[Any] | None = None
         for i, v in enumerate(value):
-            if type(v) in _NATIVE and type(v) is not int:
+            tv = type(v)
+            if tv in _PLAIN or (tv is float and v - v == 0.0):
                 continue
             c = to_jsonable(v, f"{path}[{i}]")
             if c is not v:
@@ -224,7 +245,7 @@ def _envelope(value: Any, path: str) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return to_jsonable(int(value), path)
     if isinstance(value, float):
-        return float(value)
+        return to_jsonable(float(value), path)
     tname = f"{type(value).__module__}.{type(value).__qualname__}"
     raise SerializationError(
         f"{path} holds a {tname}, which tether cannot store as JSON; store plain data "
@@ -371,3 +392,24 @@ def canonical_dumps(value: Any, path: str = "arguments") -> bytes:
         SerializationError: naming the path of the value that has no canonical encoding.
     """
     return orjson.dumps(to_jsonable(value, path), option=orjson.OPT_SORT_KEYS)
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only.
+
+    Python's parser also takes ``NaN`` and ``Infinity``, which :func:`dumps` refuses, and a
+    deeply nested array exhausts its recursion; both are refused here as not JSON.
+
+    Raises:
+        json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity``, or nests
+            deeper than can be parsed; ``msg`` and ``pos`` say where.
+    """
+    doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+
+    def refuse(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not a JSON number", doc, max(doc.find(name), 0))
+
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", doc, 0) from None

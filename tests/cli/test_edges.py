@@ -147,3 +147,29 @@ def test_list_commands_page_with_after_and_filter_pending(store, db_url):
     assert [r["execution_id"] for r in as_json(runs)] == ["p-4", "p-3", "p-2"]
     more = tether_cli(db_url, "runs", "list", "--after", "p-2", "--search", "p-", "--json")
     assert [r["execution_id"] for r in as_json(more)] == ["p-1", "p-0"]
+
+
+def test_reading_an_older_store_asks_for_migrate_and_a_write_migrates_it(store, db_url):
+    from tests.hostile.conftest import raw_sql
+    from tether.store.sqlite import SCHEMA_VERSION
+
+    paused_run(store)
+    sql = raw_sql(store)
+    sql("DELETE FROM {t}tether_schema WHERE version = ?", (SCHEMA_VERSION,))
+    older = tether_cli(db_url, "runs", "list")
+    assert older.returncode == 5
+    assert f"schema version {SCHEMA_VERSION - 1}" in older.stderr
+    assert "tether db migrate" in older.stderr
+    assert sql("SELECT MAX(version) FROM {t}tether_schema")[0][0] == SCHEMA_VERSION - 1
+    migrated = tether_cli(db_url, "db", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert sql("SELECT MAX(version) FROM {t}tether_schema")[0][0] == SCHEMA_VERSION
+    assert len(as_json(tether_cli(db_url, "runs", "list", "--json"))) == 1
+
+
+def test_serve_on_every_interface_needs_the_names_it_answers_to(store, db_url):
+    paused_run(store)
+    token = "a-token-of-at-least-16-chars"
+    refused = tether_cli(db_url, "serve", "--host", "0.0.0.0", TETHER_UI_TOKEN=token)
+    assert refused.returncode == 4
+    assert "--allowed-host" in refused.stderr and "answers to no host name" in refused.stderr

@@ -213,3 +213,35 @@ def test_a_dns_rebinding_page_cannot_read_or_approve_under_no_auth(
     finally:
         stop_server(served)
     assert store.get_pending_interrupt(eid).resume_value is None
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_refused_cross_site_post_leaves_the_operator_logged_in(
+    chromium,  # noqa: F811 - the fixture
+    store,
+    server,
+    backend,
+):
+    from playwright.sync_api import expect, sync_playwright
+
+    eid = paused(store, "cross-site-target")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(base_url=server.url)
+            _login(page, server.url)
+            # Another site's page posts a form at the operator's server.
+            page.set_content(
+                f'<form method="post" action="{server.url}{run_url(eid, "approve")}">'
+                '<input name="note" value="sneaky"><button>win a prize</button></form>'
+            )
+            with page.expect_navigation() as sent:
+                page.click("button")
+            assert sent.value is not None and sent.value.status == 403
+            assert "set-cookie" not in sent.value.headers
+            page.goto("/pending")
+            assert page.url == f"{server.url}/pending"  # not sent to the login form
+            expect(page.locator(f"tr.pending[data-execution-id='{eid}']")).to_have_count(1)
+        finally:
+            browser.close()
+    assert store.get_pending_interrupt(eid).resume_value is None

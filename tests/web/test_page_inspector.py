@@ -111,6 +111,15 @@ def test_a_named_user_approves_inspects_a_checkpoint_and_reads_an_agents_convers
                 page.wait_for_url(f"{server.url}/runs/{asked.execution_id}?notice=resumed")
                 expect(page.locator("#result pre.output")).to_contain_text("on its way")
                 expect(page.locator("table.audit td.actor")).to_have_text("alice")
+
+                # Every run's decisions on one page, newest first.
+                page.click("header nav a[href='/audit']")
+                rows = page.locator("table.audit tbody tr")
+                expect(rows).to_have_count(2)
+                expect(rows.first).to_contain_text(asked.execution_id)
+                expect(rows.nth(1)).to_contain_text(refund)
+                expect(rows.nth(1).locator("td.actor")).to_have_text("alice")
+                _shoot(page, "web_audit_page.png")
             finally:
                 browser.close()
     finally:

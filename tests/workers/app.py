@@ -32,7 +32,10 @@ def _connect() -> Any:
     if url.startswith("sqlite:///"):
         import sqlite3
 
-        conn = sqlite3.connect(url[len("sqlite:///") :], timeout=30, isolation_level=None)
+        # Shared with steps that run in threads of their own (a node with a timeout).
+        conn = sqlite3.connect(
+            url[len("sqlite:///") :], timeout=30, isolation_level=None, check_same_thread=False
+        )
         conn.execute(LEDGER_DDL.format(schema="main"))
         return conn, "main", "?"
     import psycopg

@@ -22,11 +22,12 @@ def spawn_worker(
     lease_seconds: float = 1.0,
     concurrency: int = 4,
     max_attempts: int = 50,
+    app: str = APP,
     **env: str,
 ) -> subprocess.Popen[bytes]:
-    """A ``tether worker`` process; its stderr goes to ``log_dir/<name>.log``."""
+    """A ``tether worker`` process serving ``app``; its stderr goes to ``log_dir/<name>.log``."""
     with open(log_dir / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
-        return _popen(url, log, lease_seconds, concurrency, max_attempts, env)
+        return _popen(url, log, lease_seconds, concurrency, max_attempts, env, app)
 
 
 def _popen(
@@ -36,6 +37,7 @@ def _popen(
     concurrency: int,
     max_attempts: int,
     env: dict[str, str],
+    app: str = APP,
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -44,7 +46,7 @@ def _popen(
             "tether.cli",
             "worker",
             "--app",
-            APP,
+            app,
             "--db",
             url,
             "--lease-seconds",

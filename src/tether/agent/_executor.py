@@ -31,6 +31,7 @@ from .. import _lease, _trace, serde
 from .._context import RunContext, agent_path_scope, run_scope
 from .._faults import fault
 from .._runner import claim_heartbeat
+from .._timeouts import bounded
 from ..checkpoint import Checkpoint
 from ..errors import InterruptSignal, StoreError
 from ..interrupt import Answer, InterruptScope, interrupt_scope
@@ -264,7 +265,14 @@ class _Loop:
                 )
             fault("agent.before_llm")
             with _trace.llm_call(self.eid, self.node_id, agent.llm) as traced:
-                response = await agent.llm.acomplete(self.messages, specs)
+                response = await bounded(
+                    agent.llm.acomplete,
+                    (self.messages, specs),
+                    timeout_seconds=getattr(agent, "model_timeout_seconds", None),
+                    step=f"model call of agent {agent.name!r}",
+                    execution_id=self.eid,
+                    node_id=self.node_id,
+                )
                 traced.response(response)
             fault("agent.after_llm")
             self.usage = self.usage + response.usage

@@ -9,6 +9,7 @@ from typing import Any
 import pydantic
 
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from .._timeouts import check_timeout
 from ..errors import ConfigurationError
 from ..interrupt import Resume
 from ..llm.base import LLM
@@ -53,6 +54,9 @@ class Agent:
             parsed model with ``output_type``, else the text); raising fails the run.
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat.
+        model_timeout_seconds: the limit of each model call: past it the request is
+            cancelled and the run fails with ``StepTimeoutError`` (resumable: a resume asks
+            the model again). docs/design.md §12.
 
     Raises:
         ConfigurationError: an empty name, ``max_turns`` below 1, duplicate tool names, an
@@ -78,6 +82,7 @@ class Agent:
         output_type: type[pydantic.BaseModel] | None = None,
         output_guardrail: OutputGuardrail | None = None,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
+        model_timeout_seconds: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name or "/" in name:
             raise ConfigurationError("an Agent needs a non-empty name without '/'")
@@ -103,6 +108,9 @@ class Agent:
         self.output_type = output_type
         self.output_guardrail = output_guardrail
         self.claim_lease_seconds = claim_lease_seconds
+        self.model_timeout_seconds = check_timeout(
+            model_timeout_seconds, f"agent {name!r}: model_timeout_seconds"
+        )
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r}, tools={list(self.tools)})"

@@ -39,6 +39,9 @@ from docstring_parser import epydoc, google, numpydoc, rest
 from tether.errors import ConfigurationError, TetherError
 from tether.llm.messages import INVALID_JSON_KEY, ToolSpec
 
+from .._context import current_run
+from .._timeouts import bounded, check_timeout
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -115,9 +118,11 @@ class Tool(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         localns: Mapping[str, Any] | None = None,
+        timeout_seconds: float | None = None,
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.timeout_seconds = check_timeout(timeout_seconds, "tool timeout_seconds")
         self.name = name if name is not None else getattr(fn, "__name__", "")
         if not _NAME_RE.match(self.name):
             raise ConfigurationError(
@@ -158,9 +163,21 @@ class Tool(Generic[P, R]):
         Raises:
             ToolArgumentsError: the arguments are missing, unknown, of the wrong type, or were
                 not valid JSON (``{INVALID_JSON_KEY: raw}``). The function is not called.
+            StepTimeoutError: the tool ran past its ``timeout_seconds`` (an ``async`` tool is
+                cancelled; a sync one, run in a thread of its own when it has a limit, is
+                abandoned).
             Exception: whatever the function raises, unchanged.
         """
         args, kwargs = self.bind(arguments)
+        if self.timeout_seconds is not None:
+            ctx = current_run()
+            return await bounded(
+                functools.partial(self.fn, **kwargs),
+                tuple(args),
+                timeout_seconds=self.timeout_seconds,
+                step=f"tool {self.name!r}",
+                execution_id=ctx.execution_id if ctx is not None else "",
+            )
         result: Any = self.fn(*args, **kwargs)
         if inspect.isawaitable(result):
             result = await result
@@ -204,13 +221,21 @@ class Tool(Generic[P, R]):
 
 @overload
 def tool(
-    fn: Callable[P, R], *, name: str | None = None, description: str | None = None
+    fn: Callable[P, R],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_seconds: float | None = None,
 ) -> Tool[P, R]: ...
 
 
 @overload
 def tool(
-    fn: None = None, *, name: str | None = None, description: str | None = None
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_seconds: float | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -219,6 +244,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    timeout_seconds: float | None = None,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Turn a typed function (sync or ``async``) into a :class:`Tool`.
 
@@ -230,6 +256,9 @@ def tool(
             accept any JSON value.
         name: the name the model calls it by; defaults to the function's ``__name__``.
         description: what the model is told; defaults to the docstring's first paragraph.
+        timeout_seconds: the tool's limit: past it the run fails with ``StepTimeoutError``
+            (resumable; docs/design.md §12). An ``async`` tool is cancelled at its ``await``;
+            a sync tool with a limit runs in a thread of its own and is abandoned.
 
     Returns:
         The :class:`Tool`, or a decorator producing one when ``fn`` is not given.
@@ -242,10 +271,22 @@ def tool(
     # Annotations of a tool defined inside a function may name classes local to it; they are
     # resolved against the decorating frame's locals, as pydantic does for models.
     if fn is not None:
-        return Tool(fn, name=name, description=description, localns=sys._getframe(1).f_locals)
+        return Tool(
+            fn,
+            name=name,
+            description=description,
+            localns=sys._getframe(1).f_locals,
+            timeout_seconds=timeout_seconds,
+        )
 
     def decorate(inner: Callable[P, R]) -> Tool[P, R]:
-        return Tool(inner, name=name, description=description, localns=sys._getframe(1).f_locals)
+        return Tool(
+            inner,
+            name=name,
+            description=description,
+            localns=sys._getframe(1).f_locals,
+            timeout_seconds=timeout_seconds,
+        )
 
     return decorate
 

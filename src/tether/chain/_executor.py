@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from .._runner import (
     load_run,
     record_fork_answer,
 )
+from .._timeouts import Deadline
 from ..agent._compose import claim_reentry, run_child
 from ..agent._nested import OUTER_KEY, ChildPaused, check_reentry, fork_source, outer_frame
 from ..checkpoint import Checkpoint, new_id
@@ -38,6 +40,7 @@ from ..interrupt import (
 )
 from ..result import ChainResult
 from ..store.base import RunRecord
+from . import _repair
 
 if TYPE_CHECKING:
     from ..agent._nested import ReEntry
@@ -85,12 +88,25 @@ async def start(chain: Chain, input: Any, execution_id: str | None) -> ChainResu
 
 @_lease.leased_resume
 async def resume(
-    chain: Chain, execution_id: str, resume_value: Any, agent_path: str | None = None
+    chain: Chain,
+    execution_id: str,
+    resume_value: Any,
+    agent_path: str | None = None,
+    state_updates: Any = None,
 ) -> ChainResult:
     value = check_resume_value(resume_value)
     store = chain.checkpointer
+    updates = None if state_updates is None else _repair.check_updates(execution_id, state_updates)
     run = await load_run(store, execution_id, chain.name)
     cp = await alatest_resumable(store, execution_id)
+    if updates is not None:
+        _repair.refuse_unpatchable(
+            execution_id, cp, answered=value is not None, agent_path=agent_path
+        )
+        if cp is not None:
+            _check_graph(chain, cp.next_node_id, cp)
+        at = await _repair.apatch(chain, store, run, cp, updates)
+        return await _drive(chain, store, execution_id, _Cursor(at.node_id, at.state, at.counters))
     if cp is not None and (agent_path is not None or cp.agent_path is not None):
         reentry = await claim_reentry(
             store, cp, value, agent_path, lease_seconds=chain.claim_lease_seconds, runner=chain
@@ -243,6 +259,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     owner = cur.claim_owner
     node_id = cur.node_id
     results: dict[str, Any] = {}
+    deadline = await _deadline(chain, store, eid)
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
@@ -257,7 +274,9 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
                         runner = chain.runners.get(node_id)
                         if runner is None:
-                            updates = await chain.call_node(node_id, state)
+                            updates = await chain.call_node(
+                                node_id, state, execution_id=eid, deadline=deadline
+                            )
                         else:
                             updates = await _run_runner(
                                 chain, runner, node_id, state, counters, cur
@@ -324,6 +343,17 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
             except StoreError:
                 raise
     return ChainResult("completed", eid, output=state, state=state, node_results=results)
+
+
+async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | None:
+    """The run's deadline (``chain.deadline_seconds`` after its creation), if it has one."""
+    if chain.deadline_seconds is None:
+        return None
+    run = await store.aget_run(eid)
+    created = run.created_at if run is not None else None
+    return Deadline(
+        created.timestamp() if created is not None else time.time(), chain.deadline_seconds
+    )
 
 
 async def _run_runner(

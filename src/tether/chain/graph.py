@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._runner import DEFAULT_CLAIM_LEASE_SECONDS, run_sync
+from .._timeouts import Deadline, bounded, check_timeout
 from ..errors import ConfigurationError, UnreachableNodesError
 from ..interrupt import Resume
 from ..result import ChainResult
@@ -18,7 +19,7 @@ __all__ = ["Chain", "Edge"]
 
 NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 Condition = Callable[[dict[str, Any]], bool]
-RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin"})
+RESERVED_NODE_IDS = frozenset({"run_end", "fork_origin", "state_patch"})
 RUNNER_KINDS = frozenset({"agent", "swarm", "supervisor"})
 InputSelector = Callable[[dict[str, Any]], Any]
 
@@ -82,6 +83,9 @@ class Chain:
             (``TETHER_DATABASE_URL``, else SQLite ``./tether.db``).
         claim_lease_seconds: how long a resumer's claim on a pending interrupt lasts without a
             heartbeat; after it lapses the run is resumable again with the answer given.
+        deadline_seconds: the run's deadline, counted from its creation: a node starting
+            after it, or running past it, fails the run with ``RunDeadlineExceeded``
+            (docs/design.md §12). ``None``: no deadline.
 
     Example::
 
@@ -100,10 +104,13 @@ class Chain:
         checkpointer: Checkpointer | None = None,
         *,
         claim_lease_seconds: float = DEFAULT_CLAIM_LEASE_SECONDS,
+        deadline_seconds: float | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError("a Chain needs a non-empty name")
         self.name = name
+        self.deadline_seconds = check_timeout(deadline_seconds, f"chain {name!r}: deadline_seconds")
+        self.timeouts: dict[str, float] = {}
         self._checkpointer = checkpointer
         self.claim_lease_seconds = claim_lease_seconds
         self.nodes: dict[str, NodeFn] = {}
@@ -135,6 +142,7 @@ class Chain:
         entry: bool = False,
         input_key: str | InputSelector = "input",
         output_key: str | None = None,
+        timeout_seconds: float | None = None,
     ) -> Chain:
         """Add a step. The first node added is the entry unless another says ``entry=True``.
 
@@ -149,6 +157,11 @@ class Chain:
                 list of messages), or a function ``state -> input``.
             output_key: for a runner node: the state key its output goes to (default: the
                 node id).
+            timeout_seconds: the node's limit: past it the run fails with
+                ``StepTimeoutError`` (resumable). An ``async`` node is cancelled at its
+                ``await``; a sync node with a limit runs in a thread of its own and is
+                abandoned (its result never committed). Not for runner nodes (give their
+                tools and model calls limits instead). docs/design.md §12.
 
         Raises:
             ConfigurationError: a duplicate or reserved id, or ``fn`` is not callable.
@@ -164,6 +177,14 @@ class Chain:
             fn = _runner_placeholder
         if not callable(fn):
             raise ConfigurationError(f"node {node_id!r}: fn must be callable")
+        limit = check_timeout(timeout_seconds, f"node {node_id!r}: timeout_seconds")
+        if limit is not None and node_id in self.runners:
+            raise ConfigurationError(
+                f"node {node_id!r} is a runner node: give its tools timeout_seconds and its "
+                "agent model_timeout_seconds instead"
+            )
+        if limit is not None:
+            self.timeouts[node_id] = limit
         self.nodes[node_id] = fn
         self._order[node_id] = len(self._order)
         self._sequence.append(node_id)
@@ -268,9 +289,28 @@ class Chain:
             return edge.target
         return None
 
-    async def call_node(self, node_id: str, state: dict[str, Any]) -> dict[str, Any] | None:
+    async def call_node(
+        self,
+        node_id: str,
+        state: dict[str, Any],
+        *,
+        execution_id: str = "",
+        deadline: Deadline | None = None,
+    ) -> dict[str, Any] | None:
         fn = self.nodes[node_id]
-        out = fn(dict(state))
+        limit = self.timeouts.get(node_id)
+        if limit is not None or deadline is not None:
+            out = await bounded(
+                fn,
+                (dict(state),),
+                timeout_seconds=limit,
+                step=f"node {node_id!r}",
+                execution_id=execution_id,
+                node_id=node_id,
+                deadline=deadline,
+            )
+        else:
+            out = fn(dict(state))
         if type(out) is dict:  # the common answer, checked before the slower awaitable test
             return out
         if inspect.isawaitable(out):
@@ -314,6 +354,7 @@ class Chain:
         resume_value: Resume | None = None,
         *,
         agent_path: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> ChainResult:
         """Continue a run from its latest resumable checkpoint (the table in docs/design.md §4).
 
@@ -327,6 +368,12 @@ class Chain:
             agent_path: resume only if the row to re-enter lies in this ``agent_path`` subtree
                 (a guard; without an answer a mismatch raises ``ChainResumeError``, with one
                 ``AlreadyResumed``).
+            state_updates: repair a failed or crashed run in place: these keys are merged
+                into the state of its last committed step, recorded as a ``state_patch`` row
+                of their own, and the run continues from there with its own execution_id
+                (docs/design.md, "Repair: resume with state_updates"). Not with a
+                ``resume_value``, nor for a paused run or one stopped inside a runner node
+                (fork those with ``state_updates``).
 
         Raises:
             RunNotFoundError: no such run.
@@ -339,11 +386,14 @@ class Chain:
                 agent or supervisor worker, that this code no longer has; nothing was claimed
                 (docs/design.md §5).
             UnreachableNodesError: as for :meth:`arun` (nothing claimed or written).
+            RunCancelledError: the run was cancelled (fork it instead).
+            SerializationError: ``state_updates`` holds a value JSON cannot store (nothing
+                written).
         """
         self.check_routing()
         from ._executor import resume
 
-        return await resume(self, execution_id, resume_value, agent_path)
+        return await resume(self, execution_id, resume_value, agent_path, state_updates)
 
     async def afork(
         self,
@@ -389,9 +439,14 @@ class Chain:
         resume_value: Resume | None = None,
         *,
         agent_path: str | None = None,
+        state_updates: dict[str, Any] | None = None,
     ) -> ChainResult:
         """Sync twin of :meth:`aresume`."""
-        return run_sync(self.aresume(execution_id, resume_value, agent_path=agent_path))
+        return run_sync(
+            self.aresume(
+                execution_id, resume_value, agent_path=agent_path, state_updates=state_updates
+            )
+        )
 
     def fork(
         self,

@@ -199,12 +199,13 @@ def invoke(argv: list[str]) -> int:
 
 
 def _register() -> None:
-    from . import answer, audit, lists, maintenance, runs, serve, users, worker
+    from . import answer, audit, control, lists, maintenance, runs, serve, users, worker
 
     for command in (
         *runs.COMMANDS,
         *lists.COMMANDS,
         *answer.COMMANDS,
+        *control.COMMANDS,
         *audit.COMMANDS,
         *maintenance.COMMANDS,
         *serve.COMMANDS,
@@ -212,6 +213,7 @@ def _register() -> None:
         *worker.COMMANDS,
     ):
         cli.add_command(command)
+    runs.runs_group.add_command(control.runs_delete)
 
 
 _register()

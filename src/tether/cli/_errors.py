@@ -5,7 +5,8 @@ code   meaning
 =====  ==============================================================================
 0      ok
 1      unexpected error; or the run itself failed after ``approve``/``resume``/``fork``
-2      already resumed (``AlreadyResumed``): finished, answered, or another caller won
+2      already resumed (``AlreadyResumed``): finished, answered, cancelled, or another caller
+       won; or the run's status changed since it was confirmed (``RunStatusChangedError``)
 3      not found: no such run or checkpoint, or the run waits for no answer
 4      bad input: bad options or JSON, ``ChainResumeError``, ``ConfigurationError``,
        ``RunnerMismatchError``
@@ -24,6 +25,7 @@ from ..errors import (
     ConfigurationError,
     RunnerMismatchError,
     RunNotFoundError,
+    RunStatusChangedError,
     SerializationError,
     StoreError,
 )
@@ -36,7 +38,7 @@ BAD_INPUT: Final = 4
 STORE_UNAVAILABLE: Final = 5
 
 _BY_TYPE: Final[tuple[tuple[tuple[type[BaseException], ...], int], ...]] = (
-    ((AlreadyResumed,), ALREADY_RESUMED),
+    ((AlreadyResumed, RunStatusChangedError), ALREADY_RESUMED),
     ((RunNotFoundError, CheckpointNotFoundError), NOT_FOUND),
     (
         (ChainResumeError, ConfigurationError, RunnerMismatchError, SerializationError),

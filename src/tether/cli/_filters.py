@@ -6,7 +6,7 @@ from ..store.base import RunRecord
 
 __all__ = ["RUNNER_KINDS", "RUN_STATUSES", "runner_filter", "runner_label"]
 
-RUN_STATUSES = ("queued", "running", "paused", "completed", "failed")
+RUN_STATUSES = ("queued", "running", "paused", "completed", "failed", "cancelled")
 #: The kinds a runner is shown with (``chain:orders``); a filter may spell the name either way.
 RUNNER_KINDS = frozenset(
     {"chain", "agent", "swarm", "supervisor", "pydantic_ai", "openai_agents", "langgraph"}

@@ -116,6 +116,8 @@ STATUS_STYLE = {
     "interrupted": "yellow",
     "running": "cyan",
     "failed": "red",
+    "cancelled": "magenta",
+    "queued": "blue",
 }
 
 

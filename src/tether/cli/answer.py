@@ -22,10 +22,13 @@ from rich.markup import escape
 
 from .._runner import question_changed
 from ..audit import answer_entry, answer_metadata, os_user
+from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
+from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
+from ..serde import parse_json_text
 from ..store.base import Checkpointer, PendingInterrupt
 from . import _errors
 from ._app import app_option, open_app, open_store, store_options
@@ -36,7 +39,7 @@ def _parse_json(text: str | None, option: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return parse_json_text(text)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(
             f"{option} is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}",
@@ -62,6 +65,7 @@ def _answerable(
         raise RunNotFoundError(
             f"no run with execution_id {execution_id!r}", execution_id=execution_id
         )
+    refuse_if_cancelled(store, run)
     pending = store.get_pending_interrupt(execution_id)
     if checkpoint_id is not None and (pending is None or pending.checkpoint_id != checkpoint_id):
         if store.get_checkpoint(execution_id, checkpoint_id) is None:
@@ -166,6 +170,8 @@ def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
     ):
         return
     now = store.get_pending_interrupt(execution_id)
+    if now is None:  # cancelled while the answer was on its way: say so
+        refuse_if_cancelled(store, store.get_run(execution_id))
     if now is None or now.checkpoint_id != value.checkpoint_id:
         raise question_changed(execution_id, value.checkpoint_id, now)
     raise AlreadyResumed(
@@ -289,10 +295,22 @@ def reject(
 
 @click.command("resume")
 @click.argument("execution_id")
+@click.option(
+    "--state",
+    "state_json",
+    metavar="JSON",
+    help="Repair a failed or crashed chain run: merge these keys into its state (recorded as "
+    "a state_patch row) and continue it under its own execution_id.",
+)
 @app_option(required=True)
 @store_options
-def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
+def resume(
+    execution_id: str, state_json: str | None, app_spec: str, db_url: str, as_json: bool
+) -> int:
     """Continue a run that crashed or failed, or whose answer was stored."""
+    updates = _parse_json(state_json, "--state")
+    if updates is not None and not isinstance(updates, dict):
+        raise _errors.CommandError("--state must be a JSON object", _errors.BAD_INPUT)
     store = open_store(db_url, migrate=True)
     try:
         runner = open_app(app_spec, db_url).for_run(store, execution_id)
@@ -305,7 +323,16 @@ def resume(execution_id: str, app_spec: str, db_url: str, as_json: bool) -> int:
                 execution_id=execution_id,
                 node_id=pending.node_id,
             )
-        result = runner.resume(execution_id)
+        if updates is None:
+            result = runner.resume(execution_id)
+        elif isinstance(runner, Chain):
+            result = runner.resume(execution_id, state_updates=updates)
+        else:
+            raise _errors.CommandError(
+                f"--state repairs chain runs; run {execution_id!r} is a {runner.kind} run: "
+                f"fork it with --state instead (`tether fork {execution_id} --state ...`)",
+                _errors.BAD_INPUT,
+            )
     finally:
         store.close()
     return report("resumed", result, as_json)
@@ -372,7 +399,7 @@ def fork(
         steps = [
             cp.node_id
             for cp in store.list(result.execution_id)
-            if cp.step_type not in ("fork_origin", "run_end")
+            if cp.step_type not in ("fork_origin", "state_patch", "run_end")
         ]
     finally:
         store.close()
@@ -395,7 +422,7 @@ def _nothing_after(source: Checkpoint) -> bool:
     return (
         source.agent_path is None
         and source.status == "completed"
-        and source.step_type in ("node", "fork_origin")
+        and source.step_type in ("node", "fork_origin", "state_patch")
         and source.next_node_id is None
     )
 

@@ -16,6 +16,8 @@ from ._render import emit_json, err, out
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
+# A cutoff this far back is still a date (year 1 is the floor); nobody means more.
+_MAX_DAYS = 36500
 _BATCHES = 50
 
 
@@ -23,7 +25,7 @@ def parse_duration(text: str, option: str = "--older-than") -> _dt.timedelta:
     """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` (decimals allowed) as a timedelta.
 
     Raises:
-        CommandError: (exit 4) anything else, naming ``option``.
+        CommandError: (exit 4) anything else, or more than 36500 days, naming ``option``.
     """
     match = _DURATION.match(text)
     if match is None:
@@ -32,7 +34,13 @@ def parse_duration(text: str, option: str = "--older-than") -> _dt.timedelta:
             "e.g. 30d or 12h",
             _errors.BAD_INPUT,
         )
-    return _dt.timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+    seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if seconds > _MAX_DAYS * 86400:
+        raise _errors.CommandError(
+            f"{option} {text!r} is more than {_MAX_DAYS}d (100 years); give a shorter duration",
+            _errors.BAD_INPUT,
+        )
+    return _dt.timedelta(seconds=seconds)
 
 
 def _prune_in_batches(

@@ -13,12 +13,14 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
+from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
 from ._leases import UNRECORDED_LEASE_SECONDS
+from ._listing import RUNS_ORDER_INDEX
 from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._rows import STEP_FIELDS, named
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
 MIGRATION_V2: Final[tuple[str, ...]] = (
@@ -103,6 +105,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     5: POSTGRES_MIGRATION_V5,
     # v6: the audit trail (see _postgres_audit).
     6: MIGRATION_V6,
+    # v7: the runs listing's keyset order (see _listing).
+    7: (RUNS_ORDER_INDEX,),
 }
 
 # The unique keys whose violation means another writer came first, as PostgreSQL names them.
@@ -135,10 +139,14 @@ SELECT_RUN: Final = (
 )
 _SET_STATUS: Final = (
     "status = %(status)s::text, error = %(error)s::text, updated_at = now(), finished_at = "
-    "CASE WHEN %(status)s::text IN ('completed', 'failed') THEN now() ELSE NULL END"
+    "CASE WHEN %(status)s::text IN ('completed', 'failed', 'cancelled') THEN now() ELSE NULL END"
 )
+# A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
+# (docs/design.md, "Cancel and delete") brings it back.
+_NOT_CANCELLED: Final = " AND status <> 'cancelled'"
 UPDATE_RUN_STATUS: Final = (
     f"UPDATE {{schema}}.runs SET {_SET_STATUS} WHERE execution_id = %(execution_id)s"
+    f"{_NOT_CANCELLED}"
 )
 # The run lease given back with the status (the commit that ends a drive) when
 # release_lease_of names the holder; NULL leaves the lease as it is.
@@ -150,6 +158,7 @@ _GIVE_BACK: Final = (
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
     f"UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = %(execution_id)s"
+    f"{_NOT_CANCELLED}"
 )
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO {{schema}}.checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
@@ -178,7 +187,7 @@ def _and_set_status(insert: str) -> tuple[str]:
     return (
         f"WITH cp AS ({insert}), "
         f"run AS (UPDATE {{schema}}.runs SET {_SET_STATUS}, {_GIVE_BACK} "
-        "WHERE execution_id = %(execution_id)s AND EXISTS (SELECT 1 FROM cp)) "
+        f"WHERE execution_id = %(execution_id)s AND EXISTS (SELECT 1 FROM cp){_NOT_CANCELLED}) "
         "SELECT created_at FROM cp",
     )
 
@@ -280,7 +289,7 @@ SELECT_IDEMPOTENT_ALL: Final = (
     f"SELECT key, value FROM {{schema}}.idempotency_cache{_OF_RUN} ORDER BY created_at, key"
 )
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM {schema}.runs WHERE status IN ('completed', 'failed') "
+    "SELECT execution_id FROM {schema}.runs WHERE status IN ('completed', 'failed', 'cancelled') "
     "AND finished_at < to_timestamp(%(cutoff)s) ORDER BY finished_at"
 )
 # Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
@@ -364,4 +373,25 @@ ENQUEUE_RUN: Final = (
 START_QUEUED: Final = (
     "UPDATE {schema}.runs SET status = 'running', runner_kind = %(runner_kind)s, "
     f"input = %(input)s, updated_at = now(){_OF_RUN} AND status = 'queued' AND owner = %(owner)s"
+)
+
+# --- cancel and delete (the rules: _control) ---------------------------------------------------
+# The run row locked first: a leaseholder's fenced commit takes a share lock on it, so a step
+# in flight lands before the cancel reads the run's newest row, or waits and finds its lease
+# gone.
+LOCK_RUN: Final = f"SELECT status, owner, now() FROM {{schema}}.runs{_OF_RUN} FOR UPDATE"
+CANCEL_RUN: Final = (
+    "UPDATE {schema}.runs SET status = 'cancelled', error = %(error)s, owner = NULL, "
+    f"lease_expires_at = NULL, updated_at = now(), finished_at = now(){_OF_RUN}"
+)
+DELETE_PENDING_RETURNING: Final = (
+    f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN} RETURNING checkpoint_id"
+)
+DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM {{schema}}.checkpoints{_OF_RUN}"
+DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM {{schema}}.idempotency_cache{_OF_RUN}"
+DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM {{schema}}.audit_log{_OF_RUN}"
+DELETE_RUN: Final = f"DELETE FROM {{schema}}.runs{_OF_RUN}"
+INSERT_AUDIT_ENTRY: Final = (
+    f"INSERT INTO {{schema}}.audit_log ({AUDIT_INSERT_COLUMNS}, at) "
+    f"VALUES ({named('%({})s', AUDIT_PARAM_NAMES)}, now())"
 )

@@ -18,10 +18,11 @@ from . import _codec
 from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sqlite
 from ._leases import UNRECORDED_LEASE_SECONDS
+from ._listing import RUNS_ORDER_INDEX
 from ._rows import named
 from ._sqlite_audit import MIGRATION_V6
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
 MIGRATION_V2: Final[tuple[str, ...]] = (
@@ -118,6 +119,8 @@ MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
 # v6: the audit trail (see _sqlite_audit).
 MIGRATIONS[6] = MIGRATION_V6
+# v7: the runs listing's keyset order (see _listing).
+MIGRATIONS[7] = (RUNS_ORDER_INDEX.replace("{schema}.", ""),)
 
 # The unique keys whose violation means another writer came first, as SQLite names them.
 RUN_KEY: Final = "runs.execution_id"
@@ -140,9 +143,15 @@ INSERT_RUN: Final = (
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = :execution_id"
 _SET_STATUS: Final = (
     "status = :status, error = :error, updated_at = :now, "
-    "finished_at = CASE WHEN :status IN ('completed', 'failed') THEN :now ELSE NULL END"
+    "finished_at = CASE WHEN :status IN ('completed', 'failed', 'cancelled') THEN :now "
+    "ELSE NULL END"
 )
-UPDATE_RUN_STATUS: Final = f"UPDATE runs SET {_SET_STATUS} WHERE execution_id = :execution_id"
+# A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
+# (docs/design.md, "Cancel and delete") brings it back.
+_NOT_CANCELLED: Final = " AND status <> 'cancelled'"
+UPDATE_RUN_STATUS: Final = (
+    f"UPDATE runs SET {_SET_STATUS} WHERE execution_id = :execution_id{_NOT_CANCELLED}"
+)
 # The run lease given back with the status (the commit that ends a drive) when
 # :release_lease_of names the holder; NULL leaves the lease as it is.
 _GIVE_BACK: Final = (
@@ -152,6 +161,7 @@ _GIVE_BACK: Final = (
 )
 UPDATE_RUN_STATUS_GIVE_BACK: Final = (
     f"UPDATE runs SET {_SET_STATUS}, {_GIVE_BACK} WHERE execution_id = :execution_id"
+    f"{_NOT_CANCELLED}"
 )
 
 # --- checkpoints -----------------------------------------------------------------------------
@@ -266,7 +276,7 @@ SELECT_IDEMPOTENT_ALL: Final = (
 
 # --- maintenance -----------------------------------------------------------------------------
 SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed') "
+    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
     "AND finished_at < :cutoff ORDER BY finished_at"
 )
 # The plan's write lock keeps the set fixed until it commits: no row lock to take.
@@ -352,4 +362,22 @@ ENQUEUE_RUN: Final = (
 START_QUEUED: Final = (
     "UPDATE runs SET status = 'running', runner_kind = :runner_kind, input = :input, "
     f"updated_at = :now{_OF_RUN} AND status = 'queued' AND owner = :owner"
+)
+
+# --- cancel and delete (the rules: _control) ---------------------------------------------------
+# The plan's write lock orders them against every step commit: a commit in flight lands before
+# the cancel or is fenced out after it.
+LOCK_RUN: Final = f"SELECT status, owner, :now FROM runs{_OF_RUN}"
+CANCEL_RUN: Final = (
+    "UPDATE runs SET status = 'cancelled', error = :error, owner = NULL, "
+    f"lease_expires_at = NULL, updated_at = :now, finished_at = :now{_OF_RUN}"
+)
+DELETE_PENDING_RETURNING: Final = f"DELETE FROM pending_interrupts{_OF_RUN} RETURNING checkpoint_id"
+DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM checkpoints{_OF_RUN}"
+DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM idempotency_cache{_OF_RUN}"
+DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM audit_log{_OF_RUN}"
+DELETE_RUN: Final = f"DELETE FROM runs{_OF_RUN}"
+INSERT_AUDIT_ENTRY: Final = (
+    f"INSERT INTO audit_log ({AUDIT_INSERT_COLUMNS}, at) "
+    f"VALUES ({named(':{}', AUDIT_PARAM_NAMES)}, :now)"
 )

@@ -38,11 +38,12 @@ __all__ = [
     "resumable",
 ]
 
-RunStatus = Literal["queued", "running", "paused", "completed", "failed"]
+RunStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
 """A run's status: ``queued`` (waiting for a worker to start it), ``running``, ``paused`` (an
-interrupt waits for its answer), ``completed``, ``failed`` (docs/workers.md, docs/storage.md)."""
+interrupt waits for its answer), ``completed``, ``failed``, ``cancelled`` (docs/workers.md,
+docs/storage.md; docs/design.md, "Cancel and delete")."""
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
-EndedStatus = Literal["completed", "failed"]
+EndedStatus = Literal["completed", "failed", "cancelled"]
 """The status a run-end row records: how the run ended."""
 FINISHED_STATUSES: tuple[EndedStatus, ...] = get_args(EndedStatus)
 
@@ -55,7 +56,8 @@ class RunRecord:
         execution_id: the run's id.
         runner_name: the name of the runner that started it (``Chain("refunds")`` -> ``refunds``).
         runner_kind: ``chain``, ``agent``, ``swarm`` or ``supervisor``.
-        status: ``queued``, ``running``, ``paused``, ``completed`` or ``failed``.
+        status: ``queued``, ``running``, ``paused``, ``completed``, ``failed`` or
+            ``cancelled`` (docs/design.md, "Cancel and delete").
         input: the input the run was started with (JSON-able), so any process can restart it.
         parent_execution_id: for a fork, the run it branched from.
         parent_checkpoint_id: for a fork, the checkpoint it branched from.

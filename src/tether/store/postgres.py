@@ -53,6 +53,7 @@ from ..errors import ConfigurationError
 from . import _codec
 from . import _postgres_sql as q
 from ._checkpointer import PlanCheckpointer
+from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
@@ -118,7 +119,7 @@ class _Statements:
         return found
 
 
-class PostgresCheckpointer(PostgresAudit, LeaseOperations, PlanCheckpointer):
+class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:

@@ -29,6 +29,7 @@ from ..errors import ConfigurationError
 from . import _codec
 from . import _sqlite_sql as q
 from ._checkpointer import PlanCheckpointer
+from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
@@ -48,7 +49,7 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, PlanCheckpointer):
+class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:

@@ -7,9 +7,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
-from urllib.parse import urlencode
 
-import anyio.to_thread
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
@@ -17,21 +15,31 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..cli._filters import RUN_STATUSES
 from ..cli._render import compact, to_json, when
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ..registry import Registry
+from ..serde import parse_json_text
 from ..store.base import Checkpointer
+from ._api import Api
 from ._auth import CSRF_FIELD, SESSION_COOKIE, SESSION_MAX_AGE_SECONDS, Session, Sessions
+from ._control import api_cancel, api_delete, cancel_form, delete_form
 from ._guard import LOOPBACK_NAMES, HostGuard
+from ._http import (
+    SecurityHeaders,
+    authenticate,
+    capped_body,
+    client_address,
+    json_response,
+    to_run_page,
+    too_many,
+)
 from ._inbox import (
     WAITING_CHOICES,
     Inbox,
     Listing,
     age,
-    api_headers,
     limit_of,
     pending_query,
     runs_query,
@@ -39,26 +47,14 @@ from ._inbox import (
     summary,
 )
 from ._operate import fork_form, resume_form
-from ._paths import RunRoutes, run_url
-from ._service import BODY_MAX_BYTES, ActionError, Answer, Service
+from ._paths import RunRoutes, run_page_url, run_url
+from ._service import ActionError, Answer, Service
 from ._users import Throttle, Users, check_shared_token
 
 __all__ = ["create_app"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-
-#: No script runs on these pages; styles come from our own static file only.
-SECURITY_HEADERS = {
-    "content-security-policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "same-origin",
-    "cache-control": "no-store",
-}
 
 NOTICES = {
     "resumed": "Answer given; the run resumed through its runner.",
@@ -67,35 +63,10 @@ NOTICES = {
     "logged_out": "Logged out.",
     "run_resumed": "Resumed through its runner.",
     "forked": "This run is a fork, branched and run from the checkpoint you chose.",
+    "deleted": "Run deleted with all its rows.",
+    "cancelled": "Run cancelled: a paused run's question is withdrawn, a running run stops at "
+    "its next step boundary.",
 }
-
-
-class _SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                present = {k.lower() for k, _ in headers}
-                for name, value in SECURITY_HEADERS.items():
-                    if name.encode() not in present:
-                        headers.append((name.encode(), value.encode()))
-                message["headers"] = headers
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
-
-
-def _json(data: Any, status_code: int = 200) -> Response:
-    return Response(to_json(data), status_code=status_code, media_type="application/json")
 
 
 def _pretty(value: Any) -> str:
@@ -142,7 +113,7 @@ class _Web:
         message = f"{type(exc).__name__}: {exc}"
         if request.url.path.startswith("/api/"):
             body = {"error": message, "kind": type(exc).__name__, "execution_id": exc.execution_id}
-            return _json(body, status)
+            return json_response(body, status)
         return self._page(request, "error.html", {"error": message}, status_code=status)
 
     # --- sessions -------------------------------------------------------------------------
@@ -218,16 +189,16 @@ class _Web:
         nxt = _safe_next(_field(form.get("next")))
         if not self.sessions.csrf_ok(current, form.get(CSRF_FIELD)):
             return self._forbidden(request)
-        client = _client(request)
+        client = client_address(request)
         wait = self.throttle.retry_after_seconds(client)
         if wait:
             return self._page(
                 request,
                 "login.html",
-                {"next": nxt, "error": _too_many(wait)},
+                {"next": nxt, "error": too_many(wait)},
                 status_code=429,
             )
-        ok, user = await self._authenticate(_field(form.get("token")))
+        ok, user = await authenticate(self.sessions, _field(form.get("token")))
         if not ok:
             self.throttle.failed(client)
             return self._page(
@@ -269,7 +240,7 @@ class _Web:
     def not_found(self, request: Request, message: str) -> Response:
         """A 404 naming what was asked for: JSON under ``/api/``, the error page elsewhere."""
         if request.url.path.startswith("/api/"):
-            return _json({"error": message}, 404)
+            return json_response({"error": message}, 404)
         anonymous = (Session("", authenticated=False), None)
         return self._page(
             request, "error.html", {"error": message}, status_code=404, session=anonymous
@@ -293,17 +264,6 @@ class _Web:
             )
         context = {"entries": entries, "since": since}
         return self._page(request, "audit.html", context, session=session)
-
-    async def api_audit(self, request: Request) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        try:
-            since = request.query_params.get("since") or "7d"
-            return _json(
-                await self.service.audit(since, limit_of(request.query_params.get("limit"), 500))
-            )
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
 
     async def runs_page(self, request: Request) -> Response:
         return await self._listing_page(request, "runs.html", runs_query, self.inbox.runs)
@@ -382,7 +342,7 @@ class _Web:
         """A form post's fields and session, once its size, CSRF token and login are checked;
         else the response that refuses it."""
         try:
-            await _capped_body(request)
+            await capped_body(request)
         except ActionError as exc:
             return self._page(
                 request,
@@ -424,7 +384,7 @@ class _Web:
         data_text = (_field(form.get("data")) or "").strip()
         kept = {"note": note or "", "data": data_text}
         try:
-            data = json.loads(data_text) if data_text else None
+            data = parse_json_text(data_text) if data_text else None
         except json.JSONDecodeError as exc:
             return await self.render_run(
                 request,
@@ -443,154 +403,16 @@ class _Web:
             return await self.render_run(
                 request, session, execution_id, error=exc.message, status_code=exc.status_code
             )
-        notice = "resumed" if outcome["action"] == "resumed" else "stored"
-        target = run_url(execution_id)
-        joiner = "&" if "?" in target else "?"
-        return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
-
-    # --- API ------------------------------------------------------------------------------
-    async def _authenticate(self, token: str | None) -> tuple[bool, str | None]:
-        # A named user's token costs a scrypt: off the event loop.
-        return await anyio.to_thread.run_sync(self.sessions.authenticate, token)
-
-    async def _api_user(self, request: Request) -> tuple[Response | None, str | None]:
-        """``(refusal, user)``: a 401 or 429 to send back, or ``None`` and the named user the
-        bearer token belongs to (``None`` under the shared token)."""
-        if not self.sessions.required:
-            return None, None
-        client = _client(request)
-        wait = self.throttle.retry_after_seconds(client)
-        if wait:
-            refusal = _json({"error": "too_many_failures", "message": _too_many(wait)}, 429)
-            refusal.headers["retry-after"] = str(int(wait) + 1)
-            return refusal, None
-        scheme, _, value = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer":
-            ok, user = await self._authenticate(value.strip())
-            if ok:
-                return None, user
-        self.throttle.failed(client)
-        return self._unauthorized(), None
-
-    async def _api_denied(self, request: Request) -> Response | None:
-        return (await self._api_user(request))[0]
-
-    def _unauthorized(self) -> Response:
-        return Response(
-            to_json({"error": "unauthorized", "message": "send Authorization: Bearer <token>"}),
-            status_code=401,
-            media_type="application/json",
-            headers={"www-authenticate": 'Bearer realm="tether"'},
-        )
-
-    async def api_runs(self, request: Request) -> Response:
-        return await self._api_listing(request, runs_query, self.inbox.runs)
-
-    async def _api_listing(
-        self,
-        request: Request,
-        parse: Callable[[Any], Any],
-        read: Callable[[Any], Awaitable[Listing]],
-    ) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        try:
-            listing = await read(parse(request.query_params))
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-        response = _json(listing.items)
-        response.headers.update(api_headers(request, listing))
-        return response
-
-    async def api_run(self, request: Request) -> Response:
-        if denied := await self._api_denied(request):
-            return denied
-        try:
-            shown = await self.service.run(
-                request.path_params["execution_id"],
-                request.query_params.get("checkpoint") or None,
-            )
-            return _json(shown)
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-
-    async def api_pending(self, request: Request) -> Response:
-        return await self._api_listing(request, pending_query, self.inbox.pending)
-
-    async def api_answer(self, request: Request) -> Response:
-        denied, user = await self._api_user(request)
-        if denied is not None:
-            return denied
-        # A cross-site form can post urlencoded bodies but never JSON without a CORS
-        # preflight, which this server does not answer: that closes CSRF under --no-auth.
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return _json({"error": "send the answer as application/json"}, 415)
-        try:
-            body = json.loads(await _capped_body(request) or b"{}")
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-        except json.JSONDecodeError as exc:
-            return _json({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
-        shape = 'the body is {"checkpoint_id": str?, "note": str?, "data": any?}'
-        if not isinstance(body, dict) or not isinstance(body.get("note"), str | None):
-            return _json({"error": shape}, 400)
-        shown = body.get("checkpoint_id")
-        if not (shown is None or (isinstance(shown, str) and shown)):
-            return _json({"error": f"checkpoint_id must be a non-empty string; {shape}"}, 400)
-        answer = Answer(
-            request.path_params["action"] == "approve",
-            body.get("note"),
-            body.get("data"),
-            checkpoint_id=shown,
-            via="api",
-            actor=user,
-        )
-        try:
-            outcome = await self.service.answer(request.path_params["execution_id"], answer)
-        except ActionError as exc:
-            return _json({"error": exc.message}, exc.status_code)
-        return _json(outcome)
+        return to_run_page(execution_id, "resumed" if outcome["action"] == "resumed" else "stored")
 
 
 def _inspect_url(execution_id: str, checkpoint_id: str) -> str:
     """The run page showing one checkpoint in the inspector."""
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return f"{target}{joiner}{urlencode({'checkpoint': checkpoint_id})}#inspect"
-
-
-def _client(request: Request) -> str:
-    """Whom failed logins are counted against: the client's address."""
-    return request.client.host if request.client is not None else "-"
-
-
-def _too_many(wait_seconds: float) -> str:
-    return f"Too many failed logins from this address; try again in {int(wait_seconds) + 1} s."
+    return run_page_url(execution_id, checkpoint=checkpoint_id) + "#inspect"
 
 
 def _field(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-async def _capped_body(request: Request) -> bytes:
-    """The request body, refused past :data:`BODY_MAX_BYTES` before it is all read.
-
-    Raises:
-        ActionError: (413) the body is larger.
-    """
-    too_large = ActionError(413, f"the request body is larger than {BODY_MAX_BYTES} bytes")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > BODY_MAX_BYTES:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > BODY_MAX_BYTES:
-            raise too_large
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    request._body = body  # request.form() then parses what was read here
-    return body
 
 
 def _quote(text: str) -> str:
@@ -646,6 +468,7 @@ def create_app(
         check_shared_token(token)
     named = None if users is None else Users(users)
     web = _Web(Service(store, registry), Sessions(token or None, named))
+    api = Api(web.service, web.inbox, web.sessions, web.throttle)
     routes = [
         Route("/", web.index),
         Route("/login", web.login_form, methods=["GET"]),
@@ -654,9 +477,9 @@ def create_app(
         Route("/pending", web.pending_page),
         Route("/runs", web.runs_page),
         Route("/audit", web.audit_page),
-        Route("/api/audit", web.api_audit),
-        Route("/api/runs", web.api_runs),
-        Route("/api/pending", web.api_pending),
+        Route("/api/audit", api.audit),
+        Route("/api/runs", api.runs),
+        Route("/api/pending", api.pending),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
     # Everything under a run's address goes through RunRoutes, which reads the id from the
@@ -670,19 +493,23 @@ def create_app(
             ("POST", "reject"): web.answer_form,
             ("POST", "resume"): functools.partial(resume_form, web),
             ("POST", "fork"): functools.partial(fork_form, web),
+            ("POST", "cancel"): functools.partial(cancel_form, web),
+            ("POST", "delete"): functools.partial(delete_form, web),
         },
         web.not_found,
     )
-    api = RunRoutes(
+    api_runs = RunRoutes(
         "/api/runs",
         {
-            ("GET", ""): web.api_run,
-            ("POST", "approve"): web.api_answer,
-            ("POST", "reject"): web.api_answer,
+            ("GET", ""): api.run,
+            ("POST", "approve"): api.answer,
+            ("POST", "reject"): api.answer,
+            ("POST", "cancel"): functools.partial(api_cancel, api),
+            ("POST", "delete"): functools.partial(api_delete, api),
         },
         web.not_found,
     )
-    for prefix, routed in (("/runs", pages), ("/api/runs", api)):
+    for prefix, routed in (("/runs", pages), ("/api/runs", api_runs)):
         alias = prefix[:-1]  # /run?execution_id=.. for the ids no segment can carry
         routes += [
             Route(f"{prefix}/{{rest:path}}", routed.dispatch, methods=["GET", "POST"]),
@@ -690,7 +517,7 @@ def create_app(
             Route(f"{alias}/{{rest:path}}", routed.dispatch, methods=["GET", "POST"]),
         ]
     app = Starlette(routes=routes, exception_handlers={StoreError: web.store_error})
-    app.add_middleware(_SecurityHeaders)
+    app.add_middleware(SecurityHeaders)
     hosts = allowed_hosts if allowed_hosts is not None else (LOOPBACK_NAMES if no_auth else "*")
     app.add_middleware(HostGuard, allowed_hosts=hosts)
     return app

@@ -8,9 +8,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
-from ._paths import run_url
+from ..serde import parse_json_text
+from ._http import to_run_page
 from ._service import ActionError
 
 if TYPE_CHECKING:
@@ -22,12 +23,6 @@ __all__ = ["fork_form", "resume_form"]
 def _field(form: Any, name: str) -> str:
     value = form.get(name)
     return value.strip() if isinstance(value, str) else ""
-
-
-def _to(execution_id: str, notice: str) -> Response:
-    target = run_url(execution_id)
-    joiner = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{joiner}notice={notice}", status_code=303)
 
 
 async def resume_form(web: _Web, request: Request) -> Response:
@@ -45,7 +40,7 @@ async def resume_form(web: _Web, request: Request) -> Response:
         return await web.render_run(
             request, session, execution_id, error=exc.message, status_code=exc.status_code
         )
-    return _to(execution_id, "run_resumed")
+    return to_run_page(execution_id, "run_resumed")
 
 
 async def fork_form(web: _Web, request: Request) -> Response:
@@ -59,7 +54,7 @@ async def fork_form(web: _Web, request: Request) -> Response:
     checkpoint_id = _field(form, "checkpoint_id") or None
     text = _field(form, "state")
     try:
-        updates = json.loads(text) if text else None
+        updates = parse_json_text(text) if text else None
         if updates is not None and not isinstance(updates, dict):
             raise ActionError(
                 400, 'The state to merge must be a JSON object, e.g. {"amount": 400}.'
@@ -70,7 +65,7 @@ async def fork_form(web: _Web, request: Request) -> Response:
     except ActionError as exc:
         error, status = exc.message, exc.status_code
     else:
-        return _to(outcome["execution_id"], "forked")
+        return to_run_page(outcome["execution_id"], "forked")
     return await web.render_run(
         request,
         session,

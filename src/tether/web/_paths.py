@@ -16,7 +16,7 @@ into a link or a form action as it is, a browser normalises ``a/../../runs/b/app
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -47,6 +47,14 @@ def run_url(execution_id: str, action: str | None = None, *, prefix: str = "/run
         return f"{alias}{tail}?execution_id={quote(execution_id, safe='')}"
     tail = f"/{action}" if action else ""
     return f"{prefix}/{quote(execution_id, safe='')}{tail}"
+
+
+def run_page_url(execution_id: str, **query: str) -> str:
+    """:func:`run_url` of a run's page with ``query`` parameters added (``notice=...``,
+    ``checkpoint=...``), whichever form the id's address takes."""
+    target = run_url(execution_id)
+    joiner = "&" if "?" in target else "?"
+    return f"{target}{joiner}{urlencode(query)}" if query else target
 
 
 def parse_run_path(raw_path: str, prefix: str, query_id: str | None) -> tuple[str, str] | None:

@@ -28,12 +28,14 @@ from ..cli._errors import CommandError
 from ..cli.answer import store_answer
 from ..cli.audit import parse_since
 from ..cli.runs import run_detail
+from ..control import refuse_if_cancelled
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
     CheckpointNotFoundError,
     ConfigurationError,
     InterruptChangedError,
+    RunCancelledError,
     RunnerMismatchError,
     RunNotFoundError,
     TetherError,
@@ -57,7 +59,7 @@ def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
     """Map what a runner verb raises to the :class:`ActionError` the page and API answer."""
     try:
         yield
-    except InterruptChangedError as exc:
+    except (InterruptChangedError, RunCancelledError) as exc:
         raise ActionError(409, exc.message) from None
     except AlreadyResumed as exc:
         raise ActionError(409, f"run {execution_id} was {conflict}: {exc}") from None
@@ -248,6 +250,8 @@ class Service:
         run = self.store.get_run(execution_id)
         if run is None:
             raise ActionError(404, f"no run with execution_id {execution_id!r}")
+        with _refusals(execution_id, "cancelled"):
+            refuse_if_cancelled(self.store, run)
         pending = self.store.get_pending_interrupt(execution_id)
         shown = answer.checkpoint_id
         if shown is not None and (pending is None or pending.checkpoint_id != shown):
@@ -270,7 +274,7 @@ class Service:
         if run.runner_name not in self.registry:
             try:
                 store_answer(self.store, execution_id, value)
-            except InterruptChangedError as exc:
+            except (InterruptChangedError, RunCancelledError) as exc:
                 raise ActionError(409, exc.message) from None
             except AlreadyResumed:
                 raise ActionError(409, f"run {execution_id} was answered meanwhile") from None

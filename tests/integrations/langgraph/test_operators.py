@@ -207,3 +207,25 @@ def test_the_approvals_page_shows_the_interrupt_and_approving_completes_the_thre
 @pytest.fixture(autouse=True)
 def _no_stale_app(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TETHER_DATABASE_URL", raising=False)
+
+
+def test_an_interrupt_answered_on_the_graph_directly_is_not_applied_twice_by_the_runner(
+    store, stub: StubServer, ledger_path: Path, monkeypatch
+):
+    from langgraph.types import Command
+
+    from tether import Resume
+
+    eid = paused_refund(store, stub, monkeypatch)
+    runner = support(store)
+    stub.script([{"text": "Refunded."}])
+    runner.graph.invoke(Command(resume={"approved": True}), {"configurable": {"thread_id": eid}})
+    assert ledger(ledger_path) == ["refund-paid:A-1:40.00"]
+    assert status_of(store, eid) == "paused"  # tether has not heard of it yet
+
+    done = runner.resume(eid, Resume(approved=True))
+
+    assert done.status == "completed"
+    assert done.output["messages"][-1].content == "Refunded."
+    assert ledger(ledger_path) == ["refund-paid:A-1:40.00"]  # the graph did not run it again
+    assert len(stub.requests) == 2

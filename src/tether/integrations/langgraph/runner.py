@@ -16,7 +16,8 @@ continues (``ainvoke(None)``); a thread with none left completes; a thread witho
 checkpoint starts from the run's stored input. So a drive cut short anywhere (a SIGKILL
 between LangGraph's commits, or after the graph took an answer but before the run's row
 committed) is continued by the next resume or by a worker, and an interrupt answered the
-LangGraph way (``Command(resume=...)`` on the graph) is seen as answered.
+LangGraph way (``Command(resume=...)`` on the graph) is not applied again when an answer
+reaches the run through tether.
 """
 
 from __future__ import annotations

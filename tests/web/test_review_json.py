@@ -1,0 +1,45 @@
+"""Answers whose JSON Python's parser would take but JSON has no value for (NaN, Infinity)
+or that nest deeper than it can parse: refused with 400 naming the problem, nothing stored.
+Through Starlette's TestClient, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.web.conftest import bearer, csrf_of, login, paused_run
+
+_JSON = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b'{"data": NaN}', "NaN is not a JSON number"),
+        (b'{"note": "x", "data": [1, -Infinity]}', "-Infinity is not a JSON number"),
+    ],
+)
+def test_api_answer_with_nan_or_infinity_is_400_and_stores_nothing(client, store, body, named):
+    eid = paused_run(store)
+    refused = client.post(f"/api/runs/{eid}/approve", content=body, headers={**bearer(), **_JSON})
+    assert refused.status_code == 400 and named in refused.json()["error"]
+    assert store.get_pending_interrupt(eid).resume_value is None
+    assert store.get_run(eid).status == "paused"
+
+
+def test_api_answer_nested_deeper_than_python_parses_but_under_the_size_cap_is_400(client, store):
+    eid = paused_run(store)
+    body = b'{"data": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    refused = client.post(f"/api/runs/{eid}/approve", content=body, headers={**bearer(), **_JSON})
+    assert refused.status_code == 400 and "nested too deeply" in refused.json()["error"]
+    assert store.get_pending_interrupt(eid).resume_value is None
+
+
+def test_form_data_with_infinity_is_400_and_keeps_what_was_typed(client, store):
+    eid = paused_run(store)
+    login(client)
+    token = csrf_of(client.get(f"/runs/{eid}").text)
+    bad = client.post(
+        f"/runs/{eid}/approve", data={"csrf_token": token, "note": "n1", "data": "Infinity"}
+    )
+    assert bad.status_code == 400 and "Infinity is not a JSON number" in bad.text
+    assert store.get_pending_interrupt(eid).resume_value is None
