@@ -115,7 +115,7 @@ class StoreOperations:
         return None if row is None else _listing.read_run(row)
 
     def _status_plan(self, execution_id: str, status: RunStatus, error: str | None) -> Plan[int]:
-        params = {"status": status, "error": error, "execution_id": execution_id}
+        params = {"run_status": status, "error": error, "execution_id": execution_id}
         return (yield from self._count(self._sql.UPDATE_RUN_STATUS, params, final=True))
 
     # --- checkpoints ----------------------------------------------------------------------
@@ -165,7 +165,8 @@ class StoreOperations:
         if run_status is None:
             script = (sql.INSERT_CHECKPOINT if owner is None else sql.INSERT_CHECKPOINT_FENCED,)
         else:
-            params.update(status=run_status, error=error, release_lease_of=release_lease_of)
+            # run_status, not status: that name is the checkpoint's own column (STEP_FIELDS)
+            params.update(run_status=run_status, error=error, release_lease_of=release_lease_of)
             script = (
                 sql.INSERT_CHECKPOINT_SET_STATUS
                 if owner is None
@@ -246,7 +247,7 @@ class StoreOperations:
             "context": context,
         }
         pending.created_at = _codec.ts_to_dt((yield sql.INSERT_PENDING, params).rows[0][0])
-        paused = {"status": "paused", "error": None, "release_lease_of": release_lease_of}
+        paused = {"run_status": "paused", "error": None, "release_lease_of": release_lease_of}
         yield sql.UPDATE_RUN_STATUS_GIVE_BACK, {**paused, "execution_id": eid}
         if release_lease_of is not None:
             self._fences.drop(eid, release_lease_of)

@@ -138,8 +138,9 @@ SELECT_RUN: Final = (
     f"SELECT {_codec.RUN_COLUMNS} FROM {{schema}}.runs WHERE execution_id = %(execution_id)s"
 )
 _SET_STATUS: Final = (
-    "status = %(status)s::text, error = %(error)s::text, updated_at = now(), finished_at = "
-    "CASE WHEN %(status)s::text IN ('completed', 'failed', 'cancelled') THEN now() ELSE NULL END"
+    "status = %(run_status)s::text, error = %(error)s::text, updated_at = now(), "
+    "finished_at = CASE WHEN %(run_status)s::text IN ('completed', 'failed', 'cancelled') "
+    "THEN now() ELSE NULL END"
 )
 # A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
 # (docs/design.md, "Cancel and delete") brings it back.

@@ -141,9 +141,11 @@ INSERT_RUN: Final = (
     ":now + :lease_seconds, NULL, :now, :now, NULL) RETURNING created_at, lease_expires_at"
 )
 SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = :execution_id"
+# The run's new status is :run_status (a step's insert shares its parameters, and :status is
+# the checkpoint's own).
 _SET_STATUS: Final = (
-    "status = :status, error = :error, updated_at = :now, "
-    "finished_at = CASE WHEN :status IN ('completed', 'failed', 'cancelled') THEN :now "
+    "status = :run_status, error = :error, updated_at = :now, "
+    "finished_at = CASE WHEN :run_status IN ('completed', 'failed', 'cancelled') THEN :now "
     "ELSE NULL END"
 )
 # A cancelled run stays cancelled: no status write of a drive fenced out by the cancel
