@@ -22,6 +22,7 @@ DB = OUT / "refunds.db"
 LEDGER = OUT / "ledger.jsonl"
 DATA = HERE / "refunds.csv"
 DB_URL_SHOWN = "sqlite:///out/refunds.db"  # as an operator types it in examples/refunds
+DEMO_TOKEN = "demo-token-change-me"  # tether serve refuses a token under 16 characters
 os.environ["REFUND_LEDGER"] = str(LEDGER)
 sys.path.insert(0, str(HERE))
 
@@ -216,8 +217,9 @@ def main() -> None:
     say("\n10. The operator's side: every run, its timeline and who answered it (the audit trail)")
     say("    in the approvals page, from this directory:")
     say("      cd examples/refunds")
-    say(f"      TETHER_UI_TOKEN=demo-token tether serve --db {DB_URL_SHOWN} --app refund_chain:app")
-    say("    then open http://127.0.0.1:8000/runs (log in with demo-token). In a terminal:")
+    say(f"      TETHER_UI_TOKEN={DEMO_TOKEN} \\")
+    say(f"        tether serve --db {DB_URL_SHOWN} --app refund_chain:app")
+    say(f"    then open http://127.0.0.1:8000/runs (log in with {DEMO_TOKEN}). In a terminal:")
     say(f"      tether runs list --db {DB_URL_SHOWN}")
     say(f"      tether runs show {approved} --db {DB_URL_SHOWN}")
 
