@@ -25,6 +25,7 @@ from ._control import (
     cancel_error_text,
     unfenced,
 )
+from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences
 from ._postgres_audit import INSERT_AUDIT
 from ._postgres_io import Database, Plan
@@ -202,6 +203,8 @@ class PostgresControl:
         out.idempotency = (yield self._q(DELETE_IDEMPOTENT), (eid,)).rowcount
         out.pending = (yield self._q(DELETE_PENDING_RETURNING), (eid,)).rowcount
         yield self._q(DELETE_AUDIT_OF), (eid,)
+        for statement in POSTGRES_PRUNE_THREADS:  # a LangGraph run's thread, by the run's kind
+            yield self._q(statement), ([eid],)
         yield self._q(DELETE_RUN), (eid,)
         return out
 

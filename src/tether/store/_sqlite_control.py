@@ -25,6 +25,7 @@ from ._control import (
     cancel_error_text,
     unfenced,
 )
+from ._langgraph_sql import SQLITE_PRUNE_THREAD
 from ._leases import Fences
 from ._sqlite_audit import DELETE_AUDIT_OF, insert_audit
 from .base import PendingInterrupt
@@ -195,6 +196,8 @@ class SQLiteControl:
             out.idempotency = conn.execute(DELETE_IDEMPOTENT, (execution_id,)).rowcount
             out.pending = conn.execute(DELETE_PENDING, (execution_id,)).rowcount
             conn.execute(DELETE_AUDIT_OF, (execution_id,))
+            for statement in SQLITE_PRUNE_THREAD:  # a LangGraph run's thread, by the run's kind
+                conn.execute(statement, (execution_id,))
             conn.execute(DELETE_RUN, (execution_id,))
         self._heads.drop(execution_id)
         return out

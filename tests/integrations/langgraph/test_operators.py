@@ -229,3 +229,24 @@ def test_an_interrupt_answered_on_the_graph_directly_is_not_applied_twice_by_the
     assert done.output["messages"][-1].content == "Refunded."
     assert ledger(ledger_path) == ["refund-paid:A-1:40.00"]  # the graph did not run it again
     assert len(stub.requests) == 2
+
+
+def test_runs_delete_removes_a_threads_langgraph_rows_and_leaves_other_threads(
+    store, db_url: str, stub: StubServer, ledger_path: Path, monkeypatch
+):
+    paused = paused_refund(store, stub, monkeypatch)
+    stub.script([{"text": "Nothing to do."}])
+    assert support(store).run({"messages": [("user", "Hello")]}, thread_id="B-2").status == (
+        "completed"
+    )
+    saver = TetherSaver(store)
+    assert list(saver.list({"configurable": {"thread_id": paused}}))
+
+    deleted = tether_cli(
+        lg_env(db_url, stub, ledger_path), "runs", "delete", paused, "--yes", "--db", db_url
+    )
+
+    assert deleted.returncode == 0, deleted.stderr + deleted.stdout
+    assert store.get_run(paused) is None
+    assert list(saver.list({"configurable": {"thread_id": paused}})) == []
+    assert saver.get_tuple({"configurable": {"thread_id": "B-2"}}) is not None
