@@ -517,3 +517,115 @@ def test_a_long_list_grown_step_by_step_still_catches_a_replaced_old_item_and_an
     retried = [*log[:3000], "other"]
     _, payload, _ = _delta.encode_next(first, {"log": retried})
     assert orjson.loads(payload) == {"a": {"log": ["other"]}}
+
+
+# --- a grown list: only what is really appended is stored as an append ----------------------
+
+
+def _grown_then(head: _delta.Head, log: list[str], edit) -> tuple[list[str], bytes]:  # type: ignore[no-untyped-def]
+    """Edit ``log`` in place (the same list object the previous row encoded), append one item
+    and encode it after ``head``: what a node that changes its state's list in place does."""
+    edit(log)
+    log.append("new")
+    return log, _delta.encode_next(head, {"log": log})[1]
+
+
+@pytest.mark.parametrize("length", [40, 20_000])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda log: log.__setitem__(3, "replaced"),  # an earlier item replaced in place
+        lambda log: log.reverse(),  # reordered
+        lambda log: log.sort(key=len, reverse=True),  # reordered by sort (stable: a no-op?)
+        lambda log: log.insert(5, "inserted"),  # an item inserted before the end
+        lambda log: log.__delitem__(slice(10, 12)),  # truncated in the middle
+        lambda log: log.pop(0),  # the first item removed
+        lambda log: log.__setitem__(slice(None), [*log[1:], log[0]]),  # rotated
+    ],
+    ids=["replaced", "reversed", "sorted", "inserted", "cut", "popped", "rotated"],
+)
+def test_a_list_changed_in_place_before_an_append_is_stored_whole(length, edit):
+    log = [f"m{i:06d}" + "x" * (i % 7) for i in range(length)]
+    _, _, head = _delta.encode_next(None, {"log": log})
+    for i in range(3):  # the same list object, appended to in place: stored as appends
+        log.append(f"a{i}")
+        kind, payload, head = _delta.encode_next(head, {"log": log})
+        assert kind == "delta" and orjson.loads(payload) == {"a": {"log": [f"a{i}"]}}
+    before = list(log)
+    log, payload = _grown_then(head, log, edit)
+    if log[: len(before)] == before:  # the edit changed nothing (a sort already in order)
+        assert orjson.loads(payload) == {"a": {"log": ["new"]}}
+    else:
+        assert orjson.loads(payload) == {"s": {"log": log}}
+
+
+@pytest.mark.parametrize("length", [40, 20_000])
+def test_a_truncated_or_emptied_list_is_stored_whole(length):
+    log = [f"m{i}" for i in range(length)]
+    _, _, head = _delta.encode_next(None, {"log": log})
+    for shorter in (log[:-1], log[: length // 2], []):
+        _, payload, _ = _delta.encode_next(head, {"log": shorter})
+        assert orjson.loads(payload) == {"s": {"log": shorter}}
+    log.clear()  # in place
+    _, payload, _ = _delta.encode_next(head, {"log": log})
+    assert orjson.loads(payload) == {"s": {"log": []}}
+
+
+def test_a_head_whose_next_row_was_not_written_still_finds_the_append_after_it():
+    """Encoding a changed list and dropping the row (its insert failed, or the step failed)
+    leaves the head as it was: the next row encoded after it still stores only the append."""
+    log = [f"m{i}" for i in range(5000)]
+    _, _, head = _delta.encode_next(None, {"log": log})
+    edited = [*log[:100], "edited", *log[101:], "new"]
+    assert orjson.loads(_delta.encode_next(head, {"log": edited})[1]) == {"s": {"log": edited}}
+    with pytest.raises(tether.SerializationError):  # a new item JSON cannot store
+        _delta.encode_next(head, {"log": [*log, "\ud800"]})
+    kind, payload, head = _delta.encode_next(head, {"log": [*log, "m5000"]})
+    assert kind == "delta" and payload == b'{"a":{"log":["m5000"]}}'
+    assert head.sources["log"].length == len(head.sources["log"].whole) == 5001
+
+
+def test_lists_changed_in_place_read_back_as_they_were_at_every_row(tmp_path: Path):
+    """Through a chain on a real SQLite file: nodes that append, replace an older item in
+    place, reorder, cut and empty their state's list; every row, read back by a fresh
+    checkpointer, holds the list exactly as the node left it."""
+    from tether import Chain, SQLiteCheckpointer
+
+    seen: list[list[str]] = []
+
+    def node(change):  # type: ignore[no-untyped-def]
+        def fn(state):  # type: ignore[no-untyped-def]
+            log = state["log"]
+            change(log)
+            seen.append(list(log))
+            return {"log": log}
+
+        return fn
+
+    changes = [
+        lambda log: log.extend(f"m{i}" for i in range(3000)),
+        lambda log: log.append("a"),
+        lambda log: log.__setitem__(17, "replaced in place"),
+        lambda log: log.append("b"),
+        lambda log: (log.reverse(), log.append("c")),
+        lambda log: log.append("d"),
+        lambda log: (log.__delitem__(slice(5, 2000)), log.append("e")),
+        lambda log: log.append("f"),
+        lambda log: log.clear(),
+        lambda log: log.append("g"),
+    ]
+    db = tmp_path / "tether.db"
+    chain = Chain("edits", SQLiteCheckpointer(db))
+    for i, change in enumerate(changes):
+        chain.add_node(f"n{i}", node(change))
+        if i:
+            chain.add_edge(f"n{i - 1}", f"n{i}")
+    result = chain.run({"log": []})
+    assert result.status == "completed"
+    fresh = SQLiteCheckpointer(db)
+    try:
+        rows = [cp for cp in fresh.list(result.execution_id) if cp.step_type == "node"]
+        rows.sort(key=lambda cp: cp.seq)
+        assert [cp.state_snapshot["log"] for cp in rows] == seen
+    finally:
+        fresh.close()
