@@ -9,7 +9,8 @@ backends use from them are re-exported here.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 from .. import serde
@@ -77,30 +78,57 @@ PENDING_COLUMNS: Final = (
 )
 
 
-_NULLS_INLINED: dict[tuple[str, tuple[int, ...]], str] = {}
-_NULLS_INLINED_MAX: Final = 256  # statement variants kept; a step path uses a handful
+_Binding = tuple[str, Callable[[tuple[Any, ...]], Any] | None, tuple[int, ...]]
+_BINDINGS: dict[tuple[str, tuple[type, ...]], _Binding] = {}
+_BINDINGS_MAX: Final = 256  # statement variants kept; a step path uses a handful
 
 
-def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, Sequence[Any]]:
     """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
     statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
     ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
     but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
     internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
-    ``statement`` must hold no ``?`` but its placeholders."""
-    nulls = tuple(i for i, p in enumerate(params) if p is None)
-    sql = _NULLS_INLINED.get((statement, nulls))
-    if sql is None:
-        pieces = statement.split("?")
-        if len(pieces) != len(params) + 1:
-            raise ValueError(f"{len(params)} params for {len(pieces) - 1} placeholders")
-        sql = pieces[0] + "".join(
-            ("NULL" if i in nulls else "?") + piece for i, piece in enumerate(pieces[1:])
-        )
-        if len(_NULLS_INLINED) >= _NULLS_INLINED_MAX:
-            _NULLS_INLINED.clear()
-        _NULLS_INLINED[statement, nulls] = sql
-    return sql, tuple(bytearray(p) if type(p) is bytes else p for p in params if p is not None)
+    ``statement`` must hold no ``?`` but its placeholders.
+
+    What to do is planned once per statement and sequence of param types (in C: ``map``,
+    ``itemgetter``), so a step's binding loops over its blobs only, not over its params."""
+    types = tuple(map(type, params))
+    plan = _BINDINGS.get((statement, types))
+    if plan is None:
+        plan = _binding_plan(statement, types)
+    sql, pick, blobs = plan
+    if pick is None:
+        return sql, params
+    values = pick(params)
+    if blobs:
+        values = list(values)
+        for i in blobs:
+            values[i] = bytearray(values[i])
+    return sql, values
+
+
+def _binding_plan(statement: str, types: tuple[type, ...]) -> _Binding:
+    pieces = statement.split("?")
+    if len(pieces) != len(types) + 1:
+        raise ValueError(f"{len(types)} params for {len(pieces) - 1} placeholders")
+    none = type(None)
+    sql = pieces[0] + "".join(
+        ("NULL" if t is none else "?") + piece for t, piece in zip(types, pieces[1:], strict=True)
+    )
+    kept = [i for i, t in enumerate(types) if t is not none]
+    blobs = tuple(j for j, i in enumerate(kept) if types[i] is bytes)
+    pick: Callable[[tuple[Any, ...]], Any] | None
+    if len(kept) == len(types) and not blobs:
+        pick = None
+    elif len(kept) >= 2:
+        pick = itemgetter(*kept)  # a tuple of the kept params
+    else:
+        pick = (lambda params: (params[kept[0]],)) if kept else (lambda params: ())
+    if len(_BINDINGS) >= _BINDINGS_MAX:
+        _BINDINGS.clear()
+    plan = _BINDINGS[statement, types] = (sql, pick, blobs)
+    return plan
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
@@ -200,11 +228,18 @@ def checkpoint_params(
     Raises:
         SerializationError: naming the field or ``state["key"]`` path that cannot be stored.
     """
-    node_input = dump_node_input(cp.node_input, cp.state_snapshot)
-    node_output = dump_json(cp.node_output, "node_output")
-    counters = dump_json(cp.iteration_counters or None, "iteration_counters")
+    # Most of a step's columns are NULL: each is tested here rather than in a call.
+    node_input = (
+        None if cp.node_input is None else dump_node_input(cp.node_input, cp.state_snapshot)
+    )
+    output = cp.node_output
+    node_output = None if output is None else serde.dumps(output, "node_output")
+    counters = cp.iteration_counters
+    counters_json = serde.dumps(counters, "iteration_counters") if counters else None
     context = dump_json(cp.interrupt_context, "interrupt_context")
     kind, payload, new_head = encode_next(head, cp.state_snapshot, force_full=force_full)
+    if compress_min_bytes is not None and len(payload) >= compress_min_bytes:
+        payload = compress_state(payload, compress_min_bytes)
     cp.seq = new_head.seq
     cp.checkpoint_id = cp.checkpoint_id or new_id()
     params = (
@@ -216,11 +251,11 @@ def checkpoint_params(
         cp.step_type,
         cp.status,
         kind,
-        compress_state(payload, compress_min_bytes),
+        payload,
         new_head.base_seq,
         node_input,
         node_output,
-        counters,
+        counters_json,
         cp.interrupt_reason,
         context,
         cp.agent_path,

@@ -191,6 +191,12 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
 
 _SCALAR_TYPES: Final = frozenset({str, float, bool, type(None)})
 
+# Values orjson encodes exactly as serde.dumps does, with an int in the signed 64-bit range
+# (orjson takes unsigned ones too, which serde refuses); a str with a lone surrogate makes
+# orjson raise, and serde then names the key. Not float: orjson writes nan and infinities
+# as null, which serde refuses.
+_ATOMS: Final = frozenset({str, bool, type(None)})
+
 _INT_MIN: Final = -(2**63)
 
 _INT_MAX: Final = 2**63 - 1
@@ -268,12 +274,20 @@ def encode_next(
             keys[k] = serde.dumps(v, f'state["{k}"]')
             if _scalars_only(v):
                 sources[k] = ListMark.of(v)
+        elif type(v) in _ATOMS or (type(v) is int and _INT_MIN <= v <= _INT_MAX):
+            try:
+                keys[k] = orjson.dumps(v)
+            except orjson.JSONEncodeError:
+                keys[k] = serde.dumps(v, f'state["{k}"]')  # raises, naming the key
         else:
             keys[k] = serde.dumps(v, f'state["{k}"]')
     return encode_state(head, keys, force_full=force_full, appended=hints, sources=sources)
 
 
 def _dump_obj(items: dict[str, bytes] | dict[str, Encoded]) -> bytes:
+    if len(items) == 1:  # the common delta: one key changed
+        for k, v in items.items():
+            return b"{" + orjson.dumps(k) + b":" + _as_bytes(v) + b"}"
     return b"{" + b",".join(orjson.dumps(k) + b":" + _as_bytes(v) for k, v in items.items()) + b"}"
 
 
@@ -315,12 +329,12 @@ def encode_state(
                 pb = p if type(p) is bytes else _as_bytes(p)
                 bb = b if type(b) is bytes else _as_bytes(b)
                 if pb != bb:
-                    app = _is_append(pb, bb)
+                    app = _is_append(pb, bb) if bb[:1] == b"[" else None
                     if app is not None:
                         appends[k] = app
                     else:
                         sets[k] = bb
-        deleted = [k for k in prev if k not in keys]
+        deleted = [] if prev.keys() <= keys.keys() else [k for k in prev if k not in keys]
         parts = []
         if sets:
             parts.append(b'"s":' + _dump_obj(sets))
