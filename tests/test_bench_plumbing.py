@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import __main__ as bench
 from benchmarks import peer_common, peers
-from benchmarks.report import Section, render
+from benchmarks.report import REPS, Section, render
 
 
 def test_only_names_workloads_in_any_case_and_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,7 +109,7 @@ def test_a_peer_worker_imports_the_peers_packages_not_modules_beside_it(
     assert isinstance(got, dict), got
     assert Path(got["psycopg"]).parent.name == "psycopg"  # the installed package
     assert got["beside"] == ["fake_worker.py", "peer_common.py"]
-    assert got["args"][0] == str(peers.REPS) and got["args"][1] == got["cwd"]
+    assert got["args"][0] == str(REPS) and got["args"][1] == got["cwd"]
     assert got["steps"] == peer_common.W1_STEPS
 
 
