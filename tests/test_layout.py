@@ -52,7 +52,6 @@ PRIVATE_IMPORTS_FOR_NOW = {
     ("tether.integrations.langgraph.saver", "tether.store._compression"),
     ("tether.integrations.langgraph.saver", "tether.store._delta"),
     ("tether.web._inbox", "tether.store._listing"),
-    ("tether.web._service", "tether.cli._errors"),
     ("tether.worker_process", "tether.store._leases"),
 }
 """(importer, private module) pairs tolerated until each gets a public home (issue 16)."""
