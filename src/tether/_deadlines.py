@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .audit import ANSWERED_BY, NOTE, VIA, answer_entry
+from .audit import answer_entry
 from .control import signal
-from .interrupt import DEADLINE_KEY, Resume
+from .interrupt import ANSWERED_BY, DEADLINE_KEY, NOTE, VIA, Resume
 from .store._control import ControlStore
 from .store.base import Checkpointer, PendingInterrupt
 

@@ -12,6 +12,7 @@ from .._renames import check_renamed, current_name
 from .._timeouts import Deadline, bounded, check_timeout
 from ..checkpoint import RUN_END
 from ..engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ..engine.lease import DEFAULT_RUN_LEASE_SECONDS
 from ..engine.sync import run_sync
 from ..errors import ConfigurationError, UnreachableNodesError
 from ..interrupt import Resume
@@ -109,6 +110,10 @@ class Chain:
     """
 
     kind = "chain"
+    # The run lease period: how long the process that drives a run holds it without a
+    # heartbeat; once a crashed owner's lease lapses, a worker takes the run over (§10,
+    # docs/workers.md).
+    lease_seconds: float = DEFAULT_RUN_LEASE_SECONDS
 
     def __init__(
         self,
