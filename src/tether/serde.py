@@ -379,12 +379,14 @@ def dumps(value: Any, path: str = "value") -> bytes:
     Raises:
         SerializationError: naming the path of the first value that cannot be stored.
     """
-    try:
-        return orjson.dumps(to_jsonable(value, path))
+    try:  # _to_jsonable, not to_jsonable: one frame less on every step's encoding
+        return orjson.dumps(_to_jsonable(value, path))
     except orjson.JSONEncodeError as exc:  # e.g. a str with a lone surrogate
         if "Recursion limit" in str(exc):
             raise _too_deep(path) from exc
         raise SerializationError(f"{path} cannot be encoded as JSON: {exc}", path=path) from exc
+    except RecursionError:  # as to_jsonable does
+        raise _too_deep(path) from None
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:

@@ -83,18 +83,23 @@ def step(
 ) -> Checkpoint:
     """A ``completed`` step row: a chain node done (``node``), an agent about to call its model
     (``llm_call``) or a tool (``tool_call``), a handoff (docs/design.md §2, §3)."""
+    # Positional, in Checkpoint's field order (tests/chain/test_step_rows.py pins it): one is
+    # built per step, and binding keywords costs a dataclass about twice as much.
     return Checkpoint(
-        execution_id=execution_id,
-        node_id=node_id,
-        step_type=step_type,
-        status="completed",
-        state_snapshot=state,
-        node_index=node_index,
-        node_input=node_input,
-        node_output=node_output,
-        iteration_counters=counters if counters is not None else {},
-        agent_path=agent_path,
-        next_node_id=next_node_id,
+        execution_id,
+        node_id,
+        step_type,
+        "completed",
+        state,
+        node_index,
+        node_input,
+        node_output,
+        counters if counters is not None else {},
+        None,  # interrupt_reason
+        None,  # interrupt_context
+        agent_path,
+        None,  # parent_checkpoint_id
+        next_node_id,
     )
 
 
