@@ -1,6 +1,6 @@
 """The inbox: the pending approvals and runs listings of the page and the API.
 
-Both are keyset pages over :mod:`tether.store._listing` (``?after=<execution_id>`` continues
+Both are keyset pages over :class:`tether.store.Listings` (``?after=<execution_id>`` continues
 after that entry, never ``OFFSET``), with filters, a sort for the pending list, counts, and
 search by execution id. The query parameters (all optional):
 
@@ -28,7 +28,7 @@ from starlette.requests import Request
 
 from .. import _durations as durations
 from ..registry import Registry
-from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
+from ..store import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
 from ..views import (
     compact,
