@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..checkpoint import new_id
 from . import lease, rows
 
 if TYPE_CHECKING:
@@ -64,6 +63,7 @@ def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
     calls ``fn(runner, point, *args)``.
 
     Raises:
+        ConfigurationError: ``new_execution_id`` is neither ``None`` nor a non-empty str.
         ChainResumeError: ``resume_value`` is not a ``Resume``, or it names another row.
         RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError: from reading the
             source (nothing written).
@@ -78,7 +78,7 @@ def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
         *args: Any,
         new_execution_id: str | None = None,
     ) -> T:
-        eid = new_execution_id or new_id()
+        eid = lease.id_to_create(new_execution_id, "new_execution_id")
         store = runner.checkpointer
         with lease.recording_version(runner):
             async with lease.hold(

@@ -35,6 +35,7 @@ from ..checkpoint import new_id
 from ..control import cancelled_error, leases_lost, stopping_on_cancel
 from ..errors import (
     ConcurrentWriteError,
+    ConfigurationError,
     LeaseHeldError,
     RunnerMismatchError,
     RunNotFoundError,
@@ -432,6 +433,22 @@ async def acreate_branch_run(
     return eid
 
 
+def id_to_create(given: Any, what: str = "execution_id") -> str:
+    """The id of a run about to be created: ``given``, or a fresh one when it is ``None``.
+
+    Raises:
+        ConfigurationError: ``given`` is not a non-empty str (an empty id would otherwise
+            start a run under a random id, so a retry with it starts another run).
+    """
+    if given is None:
+        return new_id()
+    if not isinstance(given, str) or not given:
+        raise ConfigurationError(
+            f"{what} must be a non-empty str (or None for a fresh id), got {given!r}"
+        )
+    return given
+
+
 def leased_start(
     fn: Callable[[Any, Any, str], Awaitable[T]],
 ) -> Callable[[Any, Any, str | None], Awaitable[T]]:
@@ -439,7 +456,7 @@ def leased_start(
 
     @functools.wraps(fn)
     async def start(runner: Any, input: Any, execution_id: str | None) -> T:
-        eid = execution_id or new_id()
+        eid = id_to_create(execution_id, "execution_id")
         store = runner.checkpointer
         with recording_version(runner):
             async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
