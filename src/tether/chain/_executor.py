@@ -38,7 +38,7 @@ from . import _repair
 if TYPE_CHECKING:
     from ..engine.nesting import ReEntry
     from ..store.base import Checkpointer
-    from .graph import Chain, RunnerNode
+    from .graph import Chain
 
 
 @dataclass(slots=True)
@@ -237,15 +237,12 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     )
                 try:
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
-                        runner = chain.runners.get(node_id)
-                        if runner is None:
+                        if node_id not in chain.runners:
                             updates = await chain.call_node(
                                 node_id, state, execution_id=eid, deadline=deadline
                             )
                         else:
-                            updates = await _run_runner(
-                                chain, runner, node_id, state, counters, cur
-                            )
+                            updates = await _run_runner(chain, node_id, state, counters, cur)
                     cur.reentry = None
                     new_state = {**state, **updates} if updates else state
                     next_id = chain.route(node_id, new_state, counters)
@@ -312,14 +309,10 @@ async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | N
 
 
 async def _run_runner(
-    chain: Chain,
-    node: RunnerNode,
-    node_id: str,
-    state: dict[str, Any],
-    counters: dict[str, int],
-    cur: _Cursor,
+    chain: Chain, node_id: str, state: dict[str, Any], counters: dict[str, int], cur: _Cursor
 ) -> dict[str, Any]:
     """Run a runner node inside this run under the chain's frame (see ``tether.engine.nesting``)."""
+    node = chain.runners[node_id]
     ctx = current_run()
     assert ctx is not None
     frame = {
