@@ -398,8 +398,8 @@ class Chain:
             self,
             execution_id,
             checkpoint_id,
-            state_updates,
             resume_value,
+            state_updates,
             new_execution_id=new_execution_id,
         )
 

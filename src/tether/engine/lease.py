@@ -85,7 +85,7 @@ class Lease:
 
 _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
 # The version of the code starting a run (start, fork): the starting runner's, set by
-# leased_start / leased_fork and recorded by acreate_run (docs/design.md §13).
+# leased_start / fork.leased_fork and recorded by acreate_run (docs/design.md §13).
 _starting_version: ContextVar[str | None] = ContextVar("tether_app_version", default=None)
 
 
@@ -458,7 +458,7 @@ def leased_start(
     async def start(runner: Any, input: Any, execution_id: str | None) -> T:
         eid = id_to_create(execution_id, "execution_id")
         store = runner.checkpointer
-        with _starting(runner):
+        with recording_version(runner):
             async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
                 return await fn(runner, input, eid)
 
@@ -479,27 +479,8 @@ def leased_resume(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]
     return resume
 
 
-def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Wrap an executor's ``fork(runner, execution_id, ..., *, new_execution_id)`` in
-    :func:`hold` of the new run (the source run is only read). The wrapper takes
-    ``new_execution_id`` as a keyword (``None``: a fresh id) and hands the wrapped function the
-    id the new run has."""
-
-    @functools.wraps(fn)
-    async def fork(
-        runner: Any, execution_id: str, *args: Any, new_execution_id: str | None = None
-    ) -> T:
-        eid = id_to_create(new_execution_id, "new_execution_id")
-        store = runner.checkpointer
-        with _starting(runner):
-            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-                return await fn(runner, execution_id, *args, new_execution_id=eid)
-
-    return fork
-
-
 @contextlib.contextmanager
-def _starting(runner: Any) -> Iterator[None]:
+def recording_version(runner: Any) -> Iterator[None]:
     """Record ``runner``'s version on the run created inside (see :func:`acreate_run`)."""
     token = _starting_version.set(_app_version.of_runner(runner))
     try:
