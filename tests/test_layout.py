@@ -205,3 +205,45 @@ def test_no_module_is_past_the_size_of_one_idea() -> None:
         if n > MAX_MODULE_LINES and name not in OVERSIZED_FOR_NOW
     }
     assert over == {}, f"split these modules by idea (lines > {MAX_MODULE_LINES}): {over}"
+
+
+LAYERS = {
+    # Storage knows nothing of the engine, the runners or the surfaces (STYLE.md, "Shape").
+    "tether.store": (
+        "tether.engine",
+        "tether.chain",
+        "tether.agent",
+        "tether.llm",
+        "tether.integrations",
+        "tether.cli",
+        "tether.web",
+    ),
+    # The engine every runner shares imports no runner (tether/engine/__init__.py).
+    "tether.engine": (
+        "tether.chain",
+        "tether.agent",
+        "tether.integrations",
+        "tether.cli",
+        "tether.web",
+    ),
+    # The web page and the CLI are two surfaces over the same modules, not one over the other.
+    "tether.web": ("tether.cli",),
+}
+"""For each package, the packages none of its modules may import."""
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    graph = _graph()
+    wrong = [
+        f"{name} imports {target}"
+        for name, targets in sorted(graph.items())
+        for package, below in LAYERS.items()
+        if _within(name, package)
+        for target in sorted(targets)
+        if any(_within(target, other) for other in below)
+    ]
+    assert wrong == [], f"these imports point up or across the layers: {wrong}"
