@@ -56,6 +56,7 @@ from .errors import (
     LeaseLost,
     MissingStepError,
     ResumeError,
+    SerializationError,
     StoreError,
 )
 from .registry import Registry
@@ -82,6 +83,8 @@ class WorkerStats:
         errors: runs whose drive raised (given back for a retry, or left to lapse).
         missing_step: runs this worker's code cannot re-enter (a step it no longer has),
             left to workers whose code has it.
+        refused: queued runs their runner refused to start (``ConfigurationError`` or
+            ``SerializationError``: an input it does not take), marked ``failed``.
     """
 
     owner: str
@@ -91,6 +94,7 @@ class WorkerStats:
     dead_lettered: int = 0
     errors: int = 0
     missing_step: int = 0
+    refused: int = 0
 
 
 def _open(url_or_store: str | Checkpointer) -> Checkpointer:
@@ -204,6 +208,19 @@ class _Worker:
                 run.execution_id, run.status, error=f"{type(exc).__name__}: {exc}"
             )
 
+    async def refuse_start(
+        self, run: ClaimedRun, exc: ConfigurationError | SerializationError
+    ) -> None:
+        """End a queued run its runner refused to start (an input it does not take, a value
+        it cannot store): ``failed`` with the reason as its ``error``, in one log line. The
+        same input would be refused on every claim, so it is not retried as a crash."""
+        self.stats.refused += 1
+        log.warning("run %s failed: its runner refused to start it: %s", run.execution_id, exc)
+        with contextlib.suppress(StoreError):
+            await cast(Checkpointer, self.store).aset_run_status(
+                run.execution_id, "failed", error=f"{type(exc).__name__}: {exc}"
+            )
+
     def retry_after_seconds(self, attempts: int) -> float:
         """The back-off before a run whose drive raised on its ``attempts``-th claim is
         claimed again: one poll interval, doubling with each attempt, at most a lease."""
@@ -251,10 +268,14 @@ class _Worker:
         except MissingStepError as exc:  # nothing claimed or written: not a crash, no retry
             await self.leave(run, exc)
             release = True
-        except Exception as exc:  # retried (attempts kept), until dead-lettered
-            self.stats.errors += 1
-            raised = exc
-            log.exception("run %s: drive raised %s", eid, exc)
+        except Exception as exc:
+            if lease.queued and isinstance(exc, ConfigurationError | SerializationError):
+                await self.refuse_start(run, exc)  # bad input: no crash, no retry
+                release = True
+            else:  # retried (attempts kept), until dead-lettered
+                self.stats.errors += 1
+                raised = exc
+                log.exception("run %s: drive raised %s", eid, exc)
         finally:
             heartbeats.remove(self.owner, eid)
             # The drive's last commit gave the lease back (and unfenced its store) if it ended.
