@@ -44,7 +44,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from . import _app_version
 from ._deadlines import apply_due
@@ -66,6 +66,10 @@ from .store.base import Checkpointer
 __all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]
 
 log = logging.getLogger("tether.worker")
+
+#: The range of ``enqueue(priority=)``: Postgres stores it as a 32-bit INTEGER.
+PRIORITY_MIN: Final = -(2**31)
+PRIORITY_MAX: Final = 2**31 - 1
 
 Stop = threading.Event | asyncio.Event | Callable[[], bool]
 
@@ -460,8 +464,16 @@ async def aenqueue(
         else _app_version.from_env()
     )
     eid = id_to_create(execution_id, "execution_id")
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):  # the column is a 32-bit INTEGER on Postgres (SQLite would take more: the same rule)
+        raise ConfigurationError(
+            f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX}, got {priority!r}"
+        )
     store = _check(_open(store_or_url))
-    await store.aenqueue_run(eid, runner_name, input, priority=int(priority), app_version=version)
+    await store.aenqueue_run(eid, runner_name, input, priority=priority, app_version=version)
     return eid
 
 
@@ -485,7 +497,7 @@ def enqueue(
         runner_name: the name of the runner to start (as registered in the workers' registry).
         input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
         execution_id: the run's id (default: a random one).
-        priority: higher starts first.
+        priority: higher starts first; an int from -2**31 to 2**31 - 1.
         app_version: the version of the code the run is meant for, so that only workers
             serving it start the run (default: ``TETHER_APP_VERSION``; without either, the
             first worker to claim it records its own). docs/design.md §13.
@@ -494,8 +506,8 @@ def enqueue(
         The run's execution_id.
 
     Raises:
-        ConfigurationError: no runner name, an execution_id that is not a non-empty str, or a
-            store without the queue.
+        ConfigurationError: no runner name, an execution_id that is not a non-empty str, a
+            priority that is not an int in the 32-bit range, or a store without the queue.
         SerializationError: the input cannot be stored as JSON (nothing written).
     """
     return run_sync(
