@@ -44,11 +44,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from . import _app_version
 from ._deadlines import apply_due
-from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats, id_to_create
+from ._queue import aenqueue, enqueue, lease_store
+from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
 from .engine.owners import activate, deactivate, new_owner
 from .engine.sync import run_sync
 from .errors import (
@@ -66,10 +67,6 @@ from .store.base import Checkpointer
 __all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]
 
 log = logging.getLogger("tether.worker")
-
-#: The range of ``enqueue(priority=)``: Postgres stores it as a 32-bit INTEGER.
-PRIORITY_MIN: Final = -(2**31)
-PRIORITY_MAX: Final = 2**31 - 1
 
 Stop = threading.Event | asyncio.Event | Callable[[], bool]
 
@@ -101,29 +98,12 @@ class WorkerStats:
     refused: int = 0
 
 
-def _open(url_or_store: str | Checkpointer) -> Checkpointer:
-    if isinstance(url_or_store, str):
-        from .connect import connect
-
-        return connect(url_or_store)
-    return url_or_store
-
-
 def _stopped(stop: Stop | None) -> bool:
     if stop is None:
         return False
     if isinstance(stop, threading.Event | asyncio.Event):
         return stop.is_set()
     return bool(stop())
-
-
-def _check(store: Checkpointer) -> LeaseStore:
-    if not isinstance(store, LeaseStore):
-        raise ConfigurationError(
-            f"{store!r} does not support run leases; workers need a SQLiteCheckpointer or "
-            "PostgresCheckpointer"
-        )
-    return store
 
 
 class _Worker:
@@ -348,7 +328,7 @@ async def arun_worker(
             f"max_attempts >= 1; got {concurrency}, {lease_seconds}, "
             f"{poll_interval_seconds}, {max_attempts}"
         )
-    store = _check(_open(url_or_store))
+    store = lease_store(url_or_store)
     worker = _Worker(
         registry,
         store,
@@ -444,79 +424,3 @@ def served_versions(registry: Registry, versions: Iterable[str] | None) -> list[
     served = [_app_version.check_version(v, "served version") for v in versions]
     own = [registry.version] if registry.version is not None else []
     return list(dict.fromkeys((*own, *served)))
-
-
-async def aenqueue(
-    store_or_url: str | Checkpointer,
-    runner_name: str,
-    input: Any,
-    *,
-    execution_id: str | None = None,
-    priority: int = 0,
-    app_version: str | None = None,
-) -> str:
-    """Async twin of :func:`enqueue`."""
-    if not isinstance(runner_name, str) or not runner_name:
-        raise ConfigurationError(f"runner_name must be a non-empty str, got {runner_name!r}")
-    version = (
-        _app_version.check_version(app_version, "app_version")
-        if app_version is not None
-        else _app_version.from_env()
-    )
-    eid = id_to_create(execution_id, "execution_id")
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
-    ):  # the column is a 32-bit INTEGER on Postgres (SQLite would take more: the same rule)
-        raise ConfigurationError(
-            f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX}, got {priority!r}"
-        )
-    store = _check(_open(store_or_url))
-    await store.aenqueue_run(eid, runner_name, input, priority=priority, app_version=version)
-    return eid
-
-
-def enqueue(
-    store_or_url: str | Checkpointer,
-    runner_name: str,
-    input: Any,
-    *,
-    execution_id: str | None = None,
-    priority: int = 0,
-    app_version: str | None = None,
-) -> str:
-    """Record a run for a worker to start (status ``queued``).
-
-    Workers start queued runs in priority order (higher first, then oldest). Enqueueing an
-    ``execution_id`` that exists changes nothing and returns that id, so a retried enqueue
-    starts one run.
-
-    Args:
-        store_or_url: the store, or its URL.
-        runner_name: the name of the runner to start (as registered in the workers' registry).
-        input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
-        execution_id: the run's id (default: a random one).
-        priority: higher starts first; an int from -2**31 to 2**31 - 1.
-        app_version: the version of the code the run is meant for, so that only workers
-            serving it start the run (default: ``TETHER_APP_VERSION``; without either, the
-            first worker to claim it records its own). docs/design.md §13.
-
-    Returns:
-        The run's execution_id.
-
-    Raises:
-        ConfigurationError: no runner name, an execution_id that is not a non-empty str, a
-            priority that is not an int in the 32-bit range, or a store without the queue.
-        SerializationError: the input cannot be stored as JSON (nothing written).
-    """
-    return run_sync(
-        aenqueue(
-            store_or_url,
-            runner_name,
-            input,
-            execution_id=execution_id,
-            priority=priority,
-            app_version=app_version,
-        )
-    )
