@@ -143,7 +143,7 @@ def list_users(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         {
             "name": name,
             "created_at": entry.get("created_at") if isinstance(entry, dict) else None,
-            "damaged": not (isinstance(entry, dict) and _ENTRY_KEYS <= entry.keys()),
+            "damaged": not (isinstance(entry, dict) and entry.keys() >= _ENTRY_KEYS),
         }
         for name, entry in sorted(_read(Path(path)).items())
     ]
