@@ -30,6 +30,7 @@ test-faults: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# mypy reads [tool.mypy] in pyproject.toml: --strict on src/tether, check_untyped_defs on tests.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests
