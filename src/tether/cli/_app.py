@@ -74,6 +74,18 @@ def _defaults_for(command: click.Command, values: dict[str, Any]) -> dict[str, A
     return found
 
 
+db_option = click.option(
+    "--db",
+    "db_url",
+    envvar="TETHER_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+)
+"""``--db URL`` (``TETHER_DATABASE_URL``; default ``sqlite:///./tether.db``) as ``db_url``."""
+
+
 def store_options(fn: F) -> F:
     """Add ``--db`` and ``--json`` to a command."""
     fn = click.option(
@@ -82,16 +94,7 @@ def store_options(fn: F) -> F:
         is_flag=True,
         help="Print machine-readable JSON on stdout instead of tables.",
     )(fn)
-    fn = click.option(
-        "--db",
-        "db_url",
-        envvar="TETHER_DATABASE_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        metavar="URL",
-        help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
-    )(fn)
-    return fn
+    return db_option(fn)
 
 
 def app_option(*, required: bool) -> Callable[[F], F]:
