@@ -26,8 +26,12 @@ RENAMED = {"TETHER_TEST_TOOL": "refund_v2"}
 
 def _paused(db_url: str, steps: str, eid: str) -> None:
     env = {"TETHER_DATABASE_URL": db_url, "TETHER_TEST_STEPS": steps}
-    _, out, _ = run_module("tests.support.answers_app", ["desk", "run", eid], **env)
-    assert out["status"] == "paused" and out["pending"]["reason"] == "approve_refund", out
+    _, out, _ = run_module("tests.support.answers_app", ["desk", "run", eid], env=env)
+    assert (
+        out is not None
+        and out["status"] == "paused"
+        and out["pending"]["reason"] == "approve_refund"
+    ), out
 
 
 def _refused_naming_the_tool(proc: subprocess.CompletedProcess[str]) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether.checkpoint import Checkpoint
 from tether.result import AgentResult, ChainResult
+from tether.store.base import Checkpointer, RunRecord
 
 
 def question_of(result: ChainResult | AgentResult) -> dict[str, Any]:
@@ -17,3 +19,17 @@ def question_of(result: ChainResult | AgentResult) -> dict[str, Any]:
         result.error,
     )
     return result.pending_interrupt
+
+
+def run_of(store: Checkpointer, execution_id: str) -> RunRecord:
+    """The run row of ``execution_id``; fails the test if the store has no such run."""
+    run = store.get_run(execution_id)
+    assert run is not None, f"no run {execution_id!r}"
+    return run
+
+
+def last_row(store: Checkpointer, execution_id: str) -> Checkpoint:
+    """The newest checkpoint of ``execution_id``; fails the test if the run has none."""
+    row = store.get_last(execution_id)
+    assert row is not None, f"no checkpoint of {execution_id!r}"
+    return row
