@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from tether.checkpoint import Checkpoint
-from tether.result import AgentResult, ChainResult
+from tether.registry import RunOutcome
 from tether.store.base import Checkpointer, RunRecord
 
 
-def question_of(result: ChainResult | AgentResult) -> dict[str, Any]:
+def question_of(result: RunOutcome) -> dict[str, Any]:
     """The question a paused run waits on: ``{reason, context, node_id, agent_path}``.
 
     Fails the test, naming the status and error, unless the run paused on a question.
