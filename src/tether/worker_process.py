@@ -60,7 +60,7 @@ from .errors import (
     StoreError,
 )
 from .registry import Registry
-from .store._leases import ClaimedRun, LeaseStore
+from .store import ClaimedRun, LeaseStore
 from .store.base import Checkpointer
 
 __all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]

@@ -42,7 +42,7 @@ from ..errors import (
     StoreUnavailableError,
     TetherError,
 )
-from ..store._leases import LeaseStore
+from ..store import LeaseStore
 from ..store.base import Checkpointer, RunRecord
 from .owners import activate, deactivate, new_owner, owner_is_dead
 
