@@ -26,6 +26,7 @@ from ._users import Users, check_shared_token
 
 __all__ = ["create_app"]
 
+
 def create_app(
     store: Checkpointer,
     *,
