@@ -39,6 +39,15 @@ def test_put_assigns_strictly_increasing_seq_and_ids(store):
     assert len(ids) == 5 and all(ids)
 
 
+def test_a_step_that_sets_another_run_status_keeps_its_own_row_status(store):
+    eid = _run(store)
+    store.put(_cp(eid, "n0", {"i": 0}), run_status="running")
+    store.put(_cp(eid, "n1", {"i": 1}, status="failed"), run_status="paused", error="held")
+    assert [cp.status for cp in store.list(eid)] == ["completed", "failed"]
+    run = store.get_run(eid)
+    assert (run.status, run.error) == ("paused", "held")
+
+
 def test_get_last_is_highest_seq_with_full_state(store):
     eid = _run(store)
     for i in range(40):

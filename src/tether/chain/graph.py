@@ -308,7 +308,8 @@ class Chain:
             with ``pending_interrupt``, or ``failed`` with ``error``.
 
         Raises:
-            ConfigurationError: the chain has no nodes, or the execution_id exists already.
+            ConfigurationError: the chain has no nodes, the execution_id is not a non-empty
+                str, or it exists already.
             UnreachableNodesError: the chain has edges and some node is reachable along none
                 (nothing written).
             SerializationError: the input holds a value JSON cannot store (nothing written).
@@ -397,8 +398,8 @@ class Chain:
             self,
             execution_id,
             checkpoint_id,
-            state_updates,
             resume_value,
+            state_updates,
             new_execution_id=new_execution_id,
         )
 
