@@ -422,19 +422,31 @@ def canonical_dumps(value: Any, path: str = "arguments") -> bytes:
 def parse_json_text(text: str | bytes) -> Any:
     """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only.
 
-    Python's parser also takes ``NaN`` and ``Infinity``, which :func:`dumps` refuses, and a
-    deeply nested array exhausts its recursion; both are refused here as not JSON.
+    Python's parser also takes ``NaN`` and ``Infinity``, and reads a number past the float
+    range (``1e999``) as infinity, all of which :func:`dumps` refuses, and a deeply nested
+    array exhausts its recursion; each is refused here as not JSON.
 
     Raises:
-        json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity``, or nests
-            deeper than can be parsed; ``msg`` and ``pos`` say where.
+        json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity`` or a number
+            past the float range, or nests deeper than can be parsed; ``msg`` and ``pos`` say
+            where.
     """
     doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
 
     def refuse(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not a JSON number", doc, max(doc.find(name), 0))
 
+    def finite(number: str) -> float:
+        value = float(number)
+        if value - value != 0.0:  # 1e999 is JSON syntax, but a float reads it as infinity
+            raise json.JSONDecodeError(
+                f"{number} is too large for a number (past 1.8e308, it reads as infinity)",
+                doc,
+                max(doc.find(number), 0),
+            )
+        return value
+
     try:
-        return json.loads(text, parse_constant=refuse)
+        return json.loads(text, parse_constant=refuse, parse_float=finite)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None

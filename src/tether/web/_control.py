@@ -1,6 +1,6 @@
 """Cancel and delete from the run page and the API (docs/web.md; docs/design.md §12).
 
-Page posts are checked like an answer's (size, CSRF token, login: ``_Web.operator_post``) and
+Page posts are checked like an answer's (size, CSRF token, login: ``Pages.operator_post``) and
 must name the run of their address; API calls take a JSON body under the bearer token. The
 work is ``tether.cancel`` and ``tether.delete``, off the event loop.
 """
@@ -15,14 +15,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
-from ..errors import RunNotFoundError, RunStatusChangedError
+from ..errors import CorruptRecordError, RunNotFoundError, RunStatusChangedError
 from ..serde import parse_json_text
 from ._http import capped_body, json_response, to_run_page
 from ._service import ActionError, Service
 
 if TYPE_CHECKING:
     from ._api import Api
-    from ._app import _Web
+    from ._pages import Pages
 
 __all__ = ["api_cancel", "api_delete", "cancel_form", "delete_form"]
 
@@ -56,13 +56,20 @@ async def delete_run(service: Service, execution_id: str, *, confirmed: bool) ->
     """
 
     def act() -> dict[str, Any]:
-        run = service.store.get_run(execution_id)
-        if run is None:
-            raise ActionError(404, f"no run with execution_id {execution_id!r}")
-        if run.status in CONFIRM_STATUSES and not confirmed:
-            raise ActionError(409, f"run {execution_id} is {run.status}: confirm to delete it")
+        status: str | None = None
         try:
-            result = delete(execution_id, store=service.store, only_if_status=run.status)
+            run = service.store.get_run(execution_id)
+        except CorruptRecordError as exc:  # a damaged run can still be deleted, confirmed
+            if not confirmed:
+                raise ActionError(409, f"{exc.message}; confirm to delete it") from None
+        else:
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            status = run.status
+            if status in CONFIRM_STATUSES and not confirmed:
+                raise ActionError(409, f"run {execution_id} is {status}: confirm to delete it")
+        try:
+            result = delete(execution_id, store=service.store, only_if_status=status)
         except (RunNotFoundError, RunStatusChangedError) as exc:
             raise ActionError(409, str(exc)) from None
         return asdict(result)
@@ -75,7 +82,7 @@ def _field(form: Any, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-async def _posted(web: _Web, request: Request) -> tuple[Any, Any] | Response:
+async def _posted(web: Pages, request: Request) -> tuple[Any, Any] | Response:
     """The checked form post for the run of the address (400 when written for another)."""
     execution_id = request.path_params["execution_id"]
     checked = await web.operator_post(request)
@@ -95,7 +102,7 @@ async def _posted(web: _Web, request: Request) -> tuple[Any, Any] | Response:
     return form, session
 
 
-async def cancel_form(web: _Web, request: Request) -> Response:
+async def cancel_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/cancel`` with an optional ``reason``: cancel, back to the run."""
     execution_id = request.path_params["execution_id"]
     posted = await _posted(web, request)
@@ -113,7 +120,7 @@ async def cancel_form(web: _Web, request: Request) -> Response:
     return to_run_page(execution_id, "cancelled")
 
 
-async def delete_form(web: _Web, request: Request) -> Response:
+async def delete_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/delete`` (``confirm=yes`` for a paused or running run): delete, then
     the runs list."""
     execution_id = request.path_params["execution_id"]
