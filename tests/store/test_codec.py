@@ -641,33 +641,6 @@ def test_lists_changed_in_place_read_back_as_they_were_at_every_row(tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    "params",
-    [
-        ("a", 1, 2.5, b"blob", None),
-        (None, None, None, None, None),
-        (None, None, b"only", None, None),
-        ("a", 1, 2.5, "b", 3),
-        (b"x", b"y", None, bytearray(b"z"), True),
-    ],
-)
-def test_sqlite_binding_stores_each_param_as_given(params):
-    import sqlite3
-
-    from tether.store import _codec
-
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE t (a, b, c, d, e)")
-    statement = "INSERT INTO t (a, b, c, d, e) VALUES (?, ?, ?, ?, ?)"
-    for _ in range(2):  # planned, then from the plan
-        conn.execute(*_codec.sqlite_binding(statement, params))
-    rows = conn.execute("SELECT a, b, c, d, e FROM t").fetchall()
-    expected = tuple(bytes(p) if isinstance(p, bytearray) else p for p in params)
-    assert rows == [expected, expected]
-    with pytest.raises(ValueError, match="4 params for 5 placeholders"):
-        _codec.sqlite_binding(statement, params[:4])
-
-
-@pytest.mark.parametrize(
     ("value", "why"),
     [(2**63, "64-bit"), (2**64 - 1, "64-bit"), (-(2**63) - 1, "64-bit"), ("\ud800", "surrogate")],
 )

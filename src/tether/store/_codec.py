@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
-from operator import itemgetter
 from typing import Any, Final
 
 from .. import serde
@@ -60,7 +59,6 @@ __all__ = [
     "resume_point",
     "run_from_row",
     "shown_text",
-    "sqlite_binding",
     "state_chain_bounds",
     "ts_to_dt",
 ]
@@ -81,59 +79,6 @@ PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
     "claimed_by, claim_expires_at, resume_value, due_at"
 )
-
-
-_Binding = tuple[str, Callable[[tuple[Any, ...]], Any] | None, tuple[int, ...]]
-_BINDINGS: dict[tuple[str, tuple[type, ...]], _Binding] = {}
-_BINDINGS_MAX: Final = 256  # statement variants kept; a step path uses a handful
-
-
-def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, Sequence[Any]]:
-    """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
-    statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
-    ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
-    but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
-    internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
-    ``statement`` must hold no ``?`` but its placeholders.
-
-    What to do is planned once per statement and sequence of param types (in C: ``map``,
-    ``itemgetter``), so a step's binding loops over its blobs only, not over its params."""
-    types = tuple(map(type, params))
-    plan = _BINDINGS.get((statement, types))
-    if plan is None:
-        plan = _binding_plan(statement, types)
-    sql, pick, blobs = plan
-    if pick is None:
-        return sql, params
-    values = pick(params)
-    if blobs:
-        values = list(values)
-        for i in blobs:
-            values[i] = bytearray(values[i])
-    return sql, values
-
-
-def _binding_plan(statement: str, types: tuple[type, ...]) -> _Binding:
-    pieces = statement.split("?")
-    if len(pieces) != len(types) + 1:
-        raise ValueError(f"{len(types)} params for {len(pieces) - 1} placeholders")
-    none = type(None)
-    sql = pieces[0] + "".join(
-        ("NULL" if t is none else "?") + piece for t, piece in zip(types, pieces[1:], strict=True)
-    )
-    kept = [i for i, t in enumerate(types) if t is not none]
-    blobs = tuple(j for j, i in enumerate(kept) if types[i] is bytes)
-    pick: Callable[[tuple[Any, ...]], Any] | None
-    if len(kept) == len(types) and not blobs:
-        pick = None
-    elif len(kept) >= 2:
-        pick = itemgetter(*kept)  # a tuple of the kept params
-    else:
-        pick = (lambda params: (params[kept[0]],)) if kept else (lambda params: ())
-    if len(_BINDINGS) >= _BINDINGS_MAX:
-        _BINDINGS.clear()
-    plan = _BINDINGS[statement, types] = (sql, pick, blobs)
-    return plan
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
