@@ -531,7 +531,7 @@ def test_a_long_list_grown_step_by_step_still_catches_a_replaced_old_item_and_an
 # --- a grown list: only what is really appended is stored as an append ----------------------
 
 
-def _grown_then(head: _delta.Head, log: list[str], edit) -> tuple[list[str], bytes]:  # type: ignore[no-untyped-def]
+def _grown_then(head: _delta.Head, log: list[str], edit) -> tuple[list[str], bytes]:
     """Edit ``log`` in place (the same list object the previous row encoded), append one item
     and encode it after ``head``: what a node that changes its state's list in place does."""
     edit(log)
@@ -602,8 +602,8 @@ def test_lists_changed_in_place_read_back_as_they_were_at_every_row(tmp_path: Pa
 
     seen: list[list[str]] = []
 
-    def node(change):  # type: ignore[no-untyped-def]
-        def fn(state):  # type: ignore[no-untyped-def]
+    def node(change):
+        def fn(state):
             log = state["log"]
             change(log)
             seen.append(list(log))
