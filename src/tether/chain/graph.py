@@ -273,14 +273,23 @@ class Chain:
         shape = (len(self._sequence), self._edge_count, self.entry)
         if shape == self._checked_shape:  # the graph only grows: same counts, same graph
             return
-        seen = {self.entry}
-        todo = [self.entry]
-        while todo:
-            for target in self.successors(todo.pop()):
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
-        unreachable = [n for n in self.nodes if n not in seen]
+        if self.is_sequence:  # the entry and every node added after it
+            seen = set(self._sequence[self._order[self.entry] :])
+        else:
+            # Inline rather than through successors(): a resume of a fresh chain pays this
+            # walk first, and it visits every node (10,000 in a long linear chain).
+            seen = {self.entry}
+            todo = [self.entry]
+            edges = self.edges
+            while todo:
+                for edge in edges.get(todo.pop(), ()):
+                    target = edge.target
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
+        unreachable = (
+            [n for n in self.nodes if n not in seen] if len(seen) < len(self.nodes) else []
+        )
         if unreachable:
             names = ", ".join(repr(n) for n in unreachable)
             why = (
