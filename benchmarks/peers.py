@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ class Peer:
     name: str
     packages: tuple[str, ...]  # pip requirement strings, installed together
     probe: str  # Python that imports everything the worker needs
-    worker: str  # file beside this module, run by the venv's python
+    worker: str  # file beside this module (or a path), run by the venv's python
 
     @property
     def distribution(self) -> str:
@@ -180,13 +181,31 @@ def _worker_dsn() -> str:
 
 
 def _run_worker(peer: Peer) -> dict[str, Any] | str:
-    """The worker's JSON (backend -> metric -> values), or why it produced none."""
-    worker = str(Path(__file__).with_name(peer.worker))
+    """The worker's JSON (backend -> metric -> values), or why it produced none.
+
+    The worker runs as a copy beside a copy of :mod:`benchmarks.peer_common` in a directory
+    of their own: Python puts a script's directory first on its import path, so run from
+    ``benchmarks/`` a module there named as a peer's package (``benchmarks/langgraph.py`` was
+    one) is imported instead of that package and every backend of the peer fails.
+    """
+    here = Path(__file__).parent
     with tempfile.TemporaryDirectory(dir=_bench_tmp()) as tmp:
+        code = Path(tmp, "worker")
+        code.mkdir()
+        for source in (here / peer.worker, here / "peer_common.py"):
+            shutil.copyfile(source, code / source.name)
+        work = Path(tmp, "work")
+        work.mkdir()
         proc = _run(
-            [str(_python()), worker, str(REPS), tmp, _worker_dsn()],
+            [
+                str(_python()),
+                str(code / Path(peer.worker).name),
+                str(REPS),
+                str(work),
+                _worker_dsn(),
+            ],
             1800,
-            cwd=tmp,  # fastaiagent writes a project file into its working directory
+            cwd=work,  # fastaiagent writes a project file into its working directory
             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         )
     if isinstance(proc, str):

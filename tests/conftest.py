@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.store.base import Checkpointer
 from tether.store.sqlite import SQLiteCheckpointer
 
 PG_DSN = os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -58,7 +59,9 @@ def pg_schema() -> Iterator[str]:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+def _make_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[Checkpointer, str]:
     if kind == "sqlite":
         return SQLiteCheckpointer(tmp_path / "tether.db"), f"sqlite:///{tmp_path / 'tether.db'}"
     schema = request.getfixturevalue("pg_schema")
@@ -74,7 +77,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_and_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+def store_and_url(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Checkpointer, str]]:
     """``(checkpointer, url)`` for the backend under test; the URL reaches the same store from
     a child process."""
     store, url = _make_store(backend, tmp_path, request)
@@ -83,12 +88,12 @@ def store_and_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest):
 
 
 @pytest.fixture
-def store(store_and_url):  # type: ignore[no-untyped-def]
+def store(store_and_url: tuple[Checkpointer, str]) -> Checkpointer:
     """A fresh, empty checkpointer of the backend under test."""
     return store_and_url[0]
 
 
 @pytest.fixture
-def db_url(store_and_url) -> str:  # type: ignore[no-untyped-def]
+def db_url(store_and_url: tuple[Checkpointer, str]) -> str:
     """A URL for ``tether.connect`` that reaches the same store as ``store``."""
-    return str(store_and_url[1])
+    return store_and_url[1]

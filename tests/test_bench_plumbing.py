@@ -3,14 +3,16 @@ the peer runner's failures turned into skip reasons instead of tracebacks."""
 
 from __future__ import annotations
 
+import ast
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import __main__ as bench
 from benchmarks import peer_common, peers
-from benchmarks.report import Section, render
+from benchmarks.report import REPS, Section, render
 
 
 def test_only_names_workloads_in_any_case_and_spacing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,3 +88,44 @@ def test_a_peer_backend_that_raises_is_reported_and_the_others_still_run() -> No
         "SQLite FULL": {"skipped": "RuntimeError: asked for FULL, got NORMAL"},
         "Postgres": {"dsn": "host=x"},
     }
+
+
+def test_a_peer_worker_imports_the_peers_packages_not_modules_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module beside the worker named as a package the peer imports (benchmarks/langgraph.py
+    # was one, with relative imports) shadowed that package when the worker ran from its own
+    # directory: every backend of the peer was skipped with "attempted relative import".
+    (tmp_path / "psycopg.py").write_text("from .backends import PG_DSN\n")
+    worker = tmp_path / "fake_worker.py"
+    worker.write_text(
+        "import json, os, sys\n"
+        "import peer_common, psycopg\n"
+        "print(json.dumps({'psycopg': psycopg.__file__, 'beside': sorted(os.listdir(sys.path[0])),"
+        " 'args': sys.argv[1:], 'cwd': os.getcwd(), 'steps': peer_common.W1_STEPS}))\n"
+    )
+    monkeypatch.setattr(peers, "_python", lambda: Path(sys.executable))
+    got = peers._run_worker(peers.Peer("Fake", ("psycopg",), "import psycopg", str(worker)))
+    assert isinstance(got, dict), got
+    assert Path(got["psycopg"]).parent.name == "psycopg"  # the installed package
+    assert got["beside"] == ["fake_worker.py", "peer_common.py"]
+    assert got["args"][0] == str(REPS) and got["args"][1] == got["cwd"]
+    assert got["steps"] == peer_common.W1_STEPS
+
+
+def test_no_bench_module_is_named_as_a_package_the_peer_workers_import() -> None:
+    # Run by hand from benchmarks/ (python benchmarks/peer_worker.py ...), a worker would
+    # import such a module instead of the package.
+    here = Path(peers.__file__).parent
+    beside = {p.stem for p in here.glob("*.py")} | {p.name for p in here.iterdir() if p.is_dir()}
+    imported: set[str] = set()
+    sources = [(here / p.worker).read_text() for p in peers.PEERS]
+    sources += [p.probe for p in peers.PEERS] + [(here / "peer_common.py").read_text()]
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert {"langgraph", "fastaiagent", "psycopg"} <= imported
+    assert imported & beside == {"peer_common"}

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .audit import ANSWERED_BY, NOTE, VIA, answer_entry
+from .audit import answer_entry
 from .control import signal
-from .interrupt import DEADLINE_KEY, Resume
-from .store._control import ControlStore
+from .interrupt import ANSWERED_BY, DEADLINE_KEY, NOTE, VIA, Resume
+from .store import ControlStore
 from .store.base import Checkpointer, PendingInterrupt
 
 __all__ = ["DEADLINE_ACTOR", "apply_due"]

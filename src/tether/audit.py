@@ -20,9 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from .checkpoint import Checkpoint
+from .interrupt import ANSWERED_BY, NOTE, VIA, Resume, pending_identity
+
 if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
-    from .interrupt import Resume
     from .store.base import PendingInterrupt
 
 __all__ = ["VIAS", "AuditEntry"]
@@ -53,12 +54,6 @@ def oversized_answer(note: str | None, data: Any) -> tuple[str, str] | None:
         if size > DATA_MAX_BYTES:
             return "data", f"the data is {size} bytes as JSON; at most {DATA_MAX_BYTES}"
     return None
-
-
-ANSWERED_BY: Final = "answered_by"
-VIA: Final = "via"
-NOTE: Final = "note"
-"""The keys of ``Resume.metadata`` an answer's audit entry is built from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +137,6 @@ def answer_entry(
     ``via``, ``actor`` and ``note`` come from ``value.metadata`` (``via`` defaults to
     ``code``); ``Resume`` checks their types when it is made.
     """
-    from .checkpoint import Checkpoint
-    from .interrupt import pending_identity
-
     meta = value.metadata
     identity: dict[str, Any] = {"key": None, "occurrence": None}
     if isinstance(question, Checkpoint):
@@ -169,11 +161,3 @@ def answer_entry(
             "agent_path": question.agent_path,
         },
     )
-
-
-def check_answer_metadata(metadata: dict[str, Any]) -> str | None:
-    """Why ``metadata``'s audit keys are unusable, or ``None`` when they are fine."""
-    for key in (ANSWERED_BY, NOTE, VIA):
-        if key in metadata and not (metadata[key] is None or isinstance(metadata[key], str)):
-            return f"Resume.metadata[{key!r}] must be a str, got {type(metadata[key]).__name__}"
-    return None

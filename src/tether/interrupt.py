@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .errors import (
     ChainResumeError,
@@ -29,6 +29,19 @@ from .errors import (
 __all__ = ["Resume", "interrupt"]
 
 log = logging.getLogger("tether.interrupt")
+
+ANSWERED_BY: Final = "answered_by"
+VIA: Final = "via"
+NOTE: Final = "note"
+"""The keys of ``Resume.metadata`` an answer's audit entry is built from (:mod:`tether.audit`)."""
+
+
+def check_answer_metadata(metadata: dict[str, Any]) -> str | None:
+    """Why ``metadata``'s audit keys are unusable, or ``None`` when they are fine."""
+    for key in (ANSWERED_BY, NOTE, VIA):
+        if key in metadata and not (metadata[key] is None or isinstance(metadata[key], str)):
+            return f"Resume.metadata[{key!r}] must be a str, got {type(metadata[key]).__name__}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +89,6 @@ class Resume:
                 "Resume.checkpoint_id must be a non-empty str (the pending interrupt's "
                 f"checkpoint_id) or None, got {self.checkpoint_id!r}"
             )
-        from .audit import check_answer_metadata  # imports nothing from here at load time
-
         wrong = check_answer_metadata(self.metadata)
         if wrong is not None:
             raise ChainResumeError(wrong)

@@ -48,8 +48,7 @@ from typing import Any, cast
 
 from . import _app_version
 from ._deadlines import apply_due
-from .checkpoint import new_id
-from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
+from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats, id_to_create
 from .engine.owners import activate, deactivate, new_owner
 from .engine.sync import run_sync
 from .errors import (
@@ -60,7 +59,7 @@ from .errors import (
     StoreError,
 )
 from .registry import Registry
-from .store._leases import ClaimedRun, LeaseStore
+from .store import ClaimedRun, LeaseStore
 from .store.base import Checkpointer
 
 __all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]
@@ -439,8 +438,8 @@ async def aenqueue(
         if app_version is not None
         else _app_version.from_env()
     )
+    eid = id_to_create(execution_id, "execution_id")
     store = _check(_open(store_or_url))
-    eid = execution_id or new_id()
     await store.aenqueue_run(eid, runner_name, input, priority=int(priority), app_version=version)
     return eid
 
@@ -474,7 +473,8 @@ def enqueue(
         The run's execution_id.
 
     Raises:
-        ConfigurationError: no runner name, or a store without the queue.
+        ConfigurationError: no runner name, an execution_id that is not a non-empty str, or a
+            store without the queue.
         SerializationError: the input cannot be stored as JSON (nothing written).
     """
     return run_sync(

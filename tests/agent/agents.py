@@ -12,7 +12,7 @@ from typing import Any
 
 import pydantic
 
-from tether.agent import Agent, tool
+from tether.agent import Agent, Tool, tool
 from tether.interrupt import interrupt
 from tether.llm.base import LLM
 from tether.store.base import Checkpointer
@@ -73,7 +73,7 @@ class Verdict(pydantic.BaseModel):
 
 def make_agent(kind: str, llm: LLM, store: Checkpointer, **kwargs: Any) -> Agent:
     """``kind``: ``plain`` (lookup, add, approve) or ``typed`` (same tools, output_type)."""
-    tools = [lookup, add, approve, boom]
+    tools: list[Tool[Any, Any]] = [lookup, add, approve, boom]
     if kind == "typed":
         kwargs.setdefault("output_type", Verdict)
     return Agent(

@@ -48,3 +48,24 @@ def test_a_bare_path_as_db_names_the_url_to_write_and_creates_nothing(tmp_path):
         assert proc.returncode == 4, proc.stderr
         assert f"sqlite:///{path}" in proc.stderr and "is a path" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+        ('{"amount": NaN}', "NaN is not a JSON number"),
+        ('{"amount": 1e999}', "1e999 is too large"),
+    ],
+    ids=["deep", "nan", "overflow"],
+)
+def test_enqueue_input_json_that_json_cannot_hold_is_bad_input_and_queues_nothing(
+    store, db_url, text, named
+):
+    # Deep nesting escaped as a RecursionError (exit 1); NaN/1e999 were parsed, then refused
+    # only as a SerializationError about the stored input.
+    proc = tether_cli(db_url, "enqueue", "orders", text)
+    assert proc.returncode == 4, proc.stderr
+    assert "INPUT_JSON is not JSON" in proc.stderr and named in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert store.list_runs() == []

@@ -88,6 +88,7 @@ class StubServer:
     def url(self) -> str:
         """``http://127.0.0.1:<port>``, without a path."""
         host, port = self._httpd.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server
         return f"http://{host}:{port}"
 
     @property

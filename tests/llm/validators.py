@@ -11,12 +11,12 @@ Both raise :class:`AssertionError` naming the offending message index, and work 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     raise AssertionError(message)
 
 

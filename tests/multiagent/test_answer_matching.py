@@ -6,10 +6,12 @@ it another question's approval. Both backends."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.support.results import question_of
 from tether import Agent, Chain, Resume, Supervisor, Swarm, Worker, interrupt
 from tether.agent import Tool
 from tether.testing import ScriptedLLM
@@ -70,28 +72,28 @@ def _chain(store: Any, order: list[str], paid: list[str]) -> Chain:
     return chain
 
 
-RUNNERS = {
+RUNNERS: dict[str, Callable[[Any, list[str], list[str]], Agent | Supervisor | Swarm | Chain]] = {
     "agent": _agent,
     "supervisor": _supervisor,
     "swarm": _swarm,
     "chain_node": _chain,
 }
-INPUT = {"chain_node": {"request": "pay A-1"}}
+INPUT: dict[str, Any] = {"chain_node": {"request": "pay A-1"}}
 
 
 @pytest.mark.parametrize("kind", sorted(RUNNERS))
 def test_a_tool_asking_in_another_order_pauses_on_the_unanswered_question(
     store: Any, kind: str
 ) -> None:
-    order, paid = ["refund", "wire"], []
+    order, paid = ["refund", "wire"], list[str]()
     runner = RUNNERS[kind](store, order, paid)
     paused = runner.run(INPUT.get(kind, "pay A-1"))
-    assert paused.status == "paused" and paused.pending_interrupt["reason"] == "refund"
+    assert question_of(paused)["reason"] == "refund"
 
     order.reverse()  # a redeploy asks about the wire first
     again = runner.resume(paused.execution_id, Resume(True))
     assert again.status == "paused"
-    assert again.pending_interrupt["reason"] == "wire"
+    assert question_of(again)["reason"] == "wire"
     assert paid == []
     done = runner.resume(paused.execution_id, Resume(False))
     assert done.status == "completed", done.error
@@ -99,16 +101,16 @@ def test_a_tool_asking_in_another_order_pauses_on_the_unanswered_question(
 
 
 def test_a_fork_of_an_agent_row_answers_that_rows_question(store: Any) -> None:
-    order, paid = ["refund", "wire"], []
+    order, paid = ["refund", "wire"], list[str]()
     agent = _agent(store, order, paid)
     eid = agent.run("pay A-1").execution_id
     order.reverse()
     branch = agent.fork(eid, resume_value=Resume(True))  # the refund: the row's question
-    assert branch.status == "paused" and branch.pending_interrupt["reason"] == "wire"
+    assert question_of(branch)["reason"] == "wire"
     # A fork of the branch's own first row with another answer replaces it, not adds one.
     origin = store.list(branch.execution_id)[0]
     again = agent.fork(branch.execution_id, origin.checkpoint_id, resume_value=Resume(False))
-    assert again.status == "paused" and again.pending_interrupt["reason"] == "wire"
+    assert question_of(again)["reason"] == "wire"
     done = agent.resume(again.execution_id, Resume(True))
     assert done.status == "completed" and paid == ["wire"]
 
@@ -116,7 +118,7 @@ def test_a_fork_of_an_agent_row_answers_that_rows_question(store: Any) -> None:
 def test_an_unused_answer_in_a_tool_is_kept_on_the_row_that_commits_it(
     store: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    order, paid = ["refund", "wire"], []
+    order, paid = ["refund", "wire"], list[str]()
     agent = _agent(store, order, paid)
     eid = agent.run("pay A-1").execution_id
     order.remove("refund")  # the re-executed tool no longer asks about the refund
@@ -131,7 +133,7 @@ def test_an_unused_answer_in_a_tool_is_kept_on_the_row_that_commits_it(
         return f"wire {answers['wire'].approved}"
 
     agent.tools["pay"] = Tool(pay_wire_only, name="pay")
-    assert agent.resume(eid, Resume(True)).pending_interrupt["reason"] == "wire"
+    assert question_of(agent.resume(eid, Resume(True)))["reason"] == "wire"
     with caplog.at_level(logging.WARNING, logger="tether.interrupt"):
         done = agent.resume(eid, Resume(False))
     assert done.status == "completed"

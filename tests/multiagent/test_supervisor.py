@@ -3,6 +3,7 @@ over every backend, in process, with the deterministic model doubles."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,10 @@ def rows(store: Any, eid: str) -> list[tuple[str, str, str | None]]:
 
 
 def models(
-    boss: list[Any], research: list[Any] = (), approve: list[Any] = (), audit: list[Any] = ()
+    boss: list[Any],
+    research: Sequence[Any] = (),
+    approve: Sequence[Any] = (),
+    audit: Sequence[Any] = (),
 ) -> dict[str, ScriptedLLM]:
     return {
         "boss": ScriptedLLM(boss),

@@ -6,6 +6,7 @@ Every tool invocation appends ``{"tool": name, "arguments": {...}}`` to the JSON
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tests.agent.agents import _log, add, approve, lookup
@@ -32,7 +33,7 @@ def sign_off(item: str) -> str:
     return "signed" if answer.approved else "refused"
 
 
-def make_swarm(llms: dict[str, LLM], store: Checkpointer, **kwargs: Any) -> Swarm:
+def make_swarm(llms: Mapping[str, LLM], store: Checkpointer, **kwargs: Any) -> Swarm:
     """``desk``: ``triage`` (lookup) hands to ``billing`` (add, approve)."""
     triage = Agent(
         "triage",
@@ -51,7 +52,7 @@ def make_swarm(llms: dict[str, LLM], store: Checkpointer, **kwargs: Any) -> Swar
     return Swarm("desk", [triage, billing], entrypoint="triage", checkpointer=store, **kwargs)
 
 
-def make_supervisor(llms: dict[str, LLM], store: Checkpointer) -> Supervisor:
+def make_supervisor(llms: Mapping[str, LLM], store: Checkpointer) -> Supervisor:
     """``boss`` with workers ``research`` (lookup), ``approve`` (approve), ``audit`` (sign_off)."""
     research = Agent(
         "researcher",

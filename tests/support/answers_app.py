@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -38,6 +39,7 @@ import pydantic
 import tether
 from tether import Agent, Chain, Registry, Resume, Supervisor, Swarm, Worker, idempotent, interrupt
 from tether.agent import Tool
+from tether.registry import Runner
 from tether.testing import ScriptedLLM
 
 
@@ -231,7 +233,7 @@ def fulfil(store: tether.Checkpointer) -> Chain:
     return chain
 
 
-RUNNERS = {
+RUNNERS: dict[str, Callable[[tether.Checkpointer], Runner]] = {
     "approvals": approvals,
     "desk": desk,
     "desk_swarm": desk_swarm,

@@ -131,4 +131,8 @@ def chunks_chain(
     return chain
 
 
-CHAINS = {"orders": orders_chain, "loop": loop_chain, "chunks": chunks_chain}
+CHAINS: dict[str, Callable[[Checkpointer], Chain]] = {
+    "orders": orders_chain,
+    "loop": loop_chain,
+    "chunks": chunks_chain,
+}

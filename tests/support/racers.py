@@ -15,6 +15,7 @@ def racer(url: str, barrier: Any, jobs: Any, results: Any) -> None:
     chain = orders_chain(store)
     while True:
         eid = jobs.get()
+        outcome: str
         if eid is None:
             break
         barrier.wait()

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     url, eid, lease_seconds, marker = argv[:4]
     store = tether.connect(url)
     chain = build(store, marker)
-    chain.lease_seconds = float(lease_seconds)  # type: ignore[attr-defined]
+    chain.lease_seconds = float(lease_seconds)
     chain.run({}, execution_id=eid)
     return 0
 

@@ -12,8 +12,8 @@ import click
 from ..connect import DEFAULT_URL, connect
 from ..errors import ConfigurationError
 from ..registry import Registry, load_app
-from ..store._probe import check_sqlite
 from ..store.base import Checkpointer
+from ..store.probe import check_sqlite
 from . import _errors
 from ._render import err
 
@@ -119,7 +119,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
     """Open the store at ``url``.
 
     Unless ``create``, the database is first looked at read-only
-    (:mod:`tether.store._probe`): a missing file or schema, an empty file or another
+    (:mod:`tether.store.probe`): a missing file or schema, an empty file or another
     application's database is an error naming it, and nothing is created; an unreachable
     Postgres server fails within seconds with one line.
 
@@ -149,7 +149,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             check_sqlite(path, allow_older=migrate)
     elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
-            from ..store._probe import check_postgres
+            from ..store.probe import check_postgres
         except ImportError:
             pass  # no postgres extra: connect() names it
         else:

@@ -12,6 +12,7 @@ import click
 
 from ..connect import DEFAULT_URL
 from ..registry import Registry
+from ..serde import parse_json_text
 from ..store.base import Checkpointer
 from ..views import runner_filter
 from . import _errors
@@ -154,7 +155,7 @@ def enqueue(
 
     runner_name = runner_filter(runner_name) or runner_name
     try:
-        value = json.loads(input_json)
+        value = parse_json_text(input_json)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(f"INPUT_JSON is not JSON: {exc}", _errors.BAD_INPUT) from None
     if app_spec:

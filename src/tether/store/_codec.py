@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from .. import serde
@@ -36,6 +36,7 @@ __all__ = [
     "CHECKPOINT_COLUMNS",
     "COMPRESS_MIN_BYTES",
     "PENDING_COLUMNS",
+    "PENDING_WIDTH",
     "RUN_COLUMNS",
     "Head",
     "HeadCache",
@@ -45,17 +46,21 @@ __all__ = [
     "checkpoint_params",
     "checkpoints_from_rows",
     "compress_state",
+    "decode_pending",
+    "decode_run",
     "decode_state",
     "dump_json",
     "empty_head",
     "head_from_raw",
     "load_json",
+    "optional_text",
     "pending_from_row",
     "prune_cutoff",
     "replay_state",
     "resumable_lies_further_back",
     "resume_point",
     "run_from_row",
+    "shown_text",
     "sqlite_binding",
     "state_chain_bounds",
     "ts_to_dt",
@@ -149,40 +154,170 @@ def prune_cutoff(older_than: _dt.timedelta | _dt.datetime, now: float) -> float:
 
 
 def run_from_row(row: Any) -> RunRecord:
-    """Build a :class:`RunRecord` from a row in :data:`RUN_COLUMNS` order."""
-    return RunRecord(
-        execution_id=row[0],
-        runner_name=row[1],
-        runner_kind=row[2],
-        status=row[3],
-        input=load_json(row[4]),
-        parent_execution_id=row[5],
-        parent_checkpoint_id=row[6],
-        owner=row[7],
-        lease_expires_at=ts_to_dt(row[8]),
-        error=row[9],
-        created_at=ts_to_dt(row[10]),
-        updated_at=ts_to_dt(row[11]),
-        finished_at=ts_to_dt(row[12]),
-        app_version=row[13],
-    )
+    """Build a :class:`RunRecord` from a row in :data:`RUN_COLUMNS` order.
+
+    Raises:
+        CorruptRecordError: a field cannot be read (JSON that does not parse, a timestamp
+            holding text, a name stored as bytes), naming the run and each such field.
+    """
+    try:
+        run = RunRecord(
+            execution_id=row[0],
+            runner_name=row[1],
+            runner_kind=row[2],
+            status=row[3],
+            input=load_json(row[4]),
+            parent_execution_id=row[5],
+            parent_checkpoint_id=row[6],
+            owner=row[7],
+            lease_expires_at=ts_to_dt(row[8]),
+            error=row[9],
+            created_at=ts_to_dt(row[10]),
+            updated_at=ts_to_dt(row[11]),
+            finished_at=ts_to_dt(row[12]),
+            app_version=row[13],
+        )
+    except Exception:  # which field: decoded again one at a time, below
+        run = None
+    if run is None or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT):
+        run = decode_run(row)
+        raise CorruptRecordError(
+            f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
+        )
+    return run
 
 
 def pending_from_row(row: Any) -> PendingInterrupt:
-    """Build a :class:`PendingInterrupt` from a row in :data:`PENDING_COLUMNS` order."""
-    return PendingInterrupt(
-        execution_id=row[0],
-        checkpoint_id=row[1],
-        node_id=row[2],
-        agent_path=row[3],
-        reason=row[4],
-        context=load_json(row[5]),
-        created_at=ts_to_dt(row[6]),
-        claimed_by=row[7],
-        claim_expires_at=ts_to_dt(row[8]),
-        resume_value=load_json(row[9]),
-        due_at=ts_to_dt(row[10]),
+    """Build a :class:`PendingInterrupt` from a row in :data:`PENDING_COLUMNS` order.
+
+    Raises:
+        CorruptRecordError: a field cannot be read, naming the run and each such field.
+    """
+    try:
+        pending = PendingInterrupt(
+            execution_id=row[0],
+            checkpoint_id=row[1],
+            node_id=row[2],
+            agent_path=row[3],
+            reason=row[4],
+            context=load_json(row[5]),
+            created_at=ts_to_dt(row[6]),
+            claimed_by=row[7],
+            claim_expires_at=ts_to_dt(row[8]),
+            resume_value=load_json(row[9]),
+            due_at=ts_to_dt(row[10]),
+        )
+    except Exception:  # which field: decoded again one at a time, below
+        pending = None
+    if pending is None or not _all_text(row, _PENDING_TEXT, _PENDING_OPTIONAL_TEXT):
+        pending = decode_pending(row)
+        raise CorruptRecordError(
+            f"the pending interrupt of run {pending.execution_id!r} is damaged: {pending.damaged}",
+            execution_id=pending.execution_id,
+        )
+    return pending
+
+
+# Which columns hold text (always, or when not NULL): a SQLite column holds whatever was
+# written to it, and a name stored as bytes would reach the views as bytes.
+_RUN_TEXT: Final = (0, 1, 2, 3)
+_RUN_OPTIONAL_TEXT: Final = (5, 6, 7, 9, 13)
+_PENDING_TEXT: Final = (0, 1, 2, 4)
+_PENDING_OPTIONAL_TEXT: Final = (3, 7)
+
+
+def _all_text(row: Any, required: tuple[int, ...], optional: tuple[int, ...]) -> bool:
+    return all(type(row[i]) is str for i in required) and all(
+        row[i] is None or type(row[i]) is str for i in optional
     )
+
+
+# --- decoding one field at a time: what a listing shows of a damaged row --------------------
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | memoryview):
+        raise ValueError("not text")
+    text = str(value)
+    text.encode("utf-8")  # a name read past a decode error holds surrogates: refuse it
+    return text
+
+
+def shown_text(value: Any) -> str:
+    """Unreadable text, readable: bad bytes as U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def optional_text(value: Any) -> str | None:
+    """A nullable text column's value; ``ValueError`` (or ``UnicodeEncodeError``) if it is
+    not text."""
+    return None if value is None else _text(value)
+
+
+_RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("execution_id", _text),
+    ("runner_name", _text),
+    ("runner_kind", _text),
+    ("status", _text),
+    ("input", load_json),
+    ("parent_execution_id", optional_text),
+    ("parent_checkpoint_id", optional_text),
+    ("owner", optional_text),
+    ("lease_expires_at", ts_to_dt),
+    ("error", optional_text),
+    ("created_at", ts_to_dt),
+    ("updated_at", ts_to_dt),
+    ("finished_at", ts_to_dt),
+    ("app_version", optional_text),
+)
+_PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
+    ("execution_id", _text),
+    ("checkpoint_id", _text),
+    ("node_id", _text),
+    ("agent_path", optional_text),
+    ("reason", _text),
+    ("context", load_json),
+    ("created_at", ts_to_dt),
+    ("claimed_by", optional_text),
+    ("claim_expires_at", ts_to_dt),
+    ("resume_value", load_json),
+    ("due_at", ts_to_dt),
+)
+#: Columns of a pending row (:data:`PENDING_COLUMNS`).
+PENDING_WIDTH: Final = len(_PENDING_FIELDS)
+_TEXT_FIELDS: Final = frozenset(
+    {"execution_id", "runner_name", "runner_kind", "status", "checkpoint_id", "node_id", "reason"}
+)
+
+
+def _decode(
+    row: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]
+) -> tuple[dict[str, Any], str | None]:
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for (name, read), raw in zip(fields, row, strict=False):
+        try:
+            values[name] = read(raw)
+        except Exception as exc:  # any undecodable value: this field of this row only
+            reason = str(exc).split(":")[0] if isinstance(exc, CorruptRecordError) else ""
+            problems.append(f"{name} unreadable ({reason or type(exc).__name__})")
+            values[name] = shown_text(raw) if name in _TEXT_FIELDS else None
+    return values, "; ".join(problems) or None
+
+
+def decode_run(row: Any) -> RunRecord:
+    """A runs row (:data:`RUN_COLUMNS` order) as a record, never raising: undecodable fields
+    are left empty and named in ``damaged`` (a listing's entry)."""
+    values, damaged = _decode(row, _RUN_FIELDS)
+    return RunRecord(**values, damaged=damaged)
+
+
+def decode_pending(row: Any) -> PendingInterrupt:
+    """A pending row (:data:`PENDING_COLUMNS` order) as a record, as :func:`decode_run`."""
+    values, damaged = _decode(row, _PENDING_FIELDS)
+    return PendingInterrupt(**values, damaged=damaged)
 
 
 def checkpoint_params(

@@ -19,11 +19,9 @@ it (SQLite drops the prefix, Postgres formats the schema and uses ``%s``).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..errors import CorruptRecordError
 from . import _codec
 from .base import PendingInterrupt, RunRecord
 
@@ -141,107 +139,15 @@ class PendingPage:
     total: int | None = None
 
 
-# --- decoding, one field at a time ---------------------------------------------------------
-def _text(value: Any) -> str:
-    if isinstance(value, bytes | memoryview):
-        raise ValueError("not text")
-    text = str(value)
-    text.encode("utf-8")  # a name read past a decode error holds surrogates: refuse it
-    return text
-
-
-def _shown(value: Any) -> str:
-    """Unreadable text, readable: bad bytes as U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    if isinstance(value, bytes | memoryview):
-        return bytes(value).decode("utf-8", "replace")
-    return "" if value is None else str(value)
-
-
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
-
-
-_RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
-    ("execution_id", _text),
-    ("runner_name", _text),
-    ("runner_kind", _text),
-    ("status", _text),
-    ("input", _codec.load_json),
-    ("parent_execution_id", _optional_text),
-    ("parent_checkpoint_id", _optional_text),
-    ("owner", _optional_text),
-    ("lease_expires_at", _codec.ts_to_dt),
-    ("error", _optional_text),
-    ("created_at", _codec.ts_to_dt),
-    ("updated_at", _codec.ts_to_dt),
-    ("finished_at", _codec.ts_to_dt),
-    ("app_version", _optional_text),
-)
-_PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
-    ("execution_id", _text),
-    ("checkpoint_id", _text),
-    ("node_id", _text),
-    ("agent_path", _optional_text),
-    ("reason", _text),
-    ("context", _codec.load_json),
-    ("created_at", _codec.ts_to_dt),
-    ("claimed_by", _optional_text),
-    ("claim_expires_at", _codec.ts_to_dt),
-    ("resume_value", _codec.load_json),
-    ("due_at", _codec.ts_to_dt),
-)
-_TEXT_FIELDS: Final = frozenset(
-    {"execution_id", "runner_name", "runner_kind", "status", "checkpoint_id", "node_id", "reason"}
-)
-
-
-def _decode(
-    row: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]
-) -> tuple[dict[str, Any], str | None]:
-    values: dict[str, Any] = {}
-    problems: list[str] = []
-    for (name, read), raw in zip(fields, row, strict=False):
-        try:
-            values[name] = read(raw)
-        except Exception as exc:  # any undecodable value: this field of this row only
-            reason = str(exc).split(":")[0] if isinstance(exc, CorruptRecordError) else ""
-            problems.append(f"{name} unreadable ({reason or type(exc).__name__})")
-            values[name] = _shown(raw) if name in _TEXT_FIELDS else None
-    return values, "; ".join(problems) or None
-
-
 def decode_run(row: Any) -> RunRecord:
-    """A runs row (``RUN_COLUMNS`` order) as a record; undecodable fields are left empty and
-    named in ``damaged``."""
-    values, damaged = _decode(row, _RUN_FIELDS)
-    return RunRecord(**values, damaged=damaged)
-
-
-def decode_pending(row: Any) -> PendingInterrupt:
-    """A pending row (``PENDING_COLUMNS`` order) as a record, as :func:`decode_run`."""
-    values, damaged = _decode(row, _PENDING_FIELDS)
-    return PendingInterrupt(**values, damaged=damaged)
+    """A runs row as a listing's entry: undecodable fields empty and named in ``damaged``."""
+    return _codec.decode_run(row)
 
 
 def read_run(row: Any) -> RunRecord:
-    """A runs row as a record (``get_run``): the plain mapping, and when that fails,
-    :class:`CorruptRecordError` naming the run and its unreadable fields."""
-    try:
-        return _codec.run_from_row(row)
-    except Exception:  # which field, and whose: decoded again one field at a time
-        return strict_run(row)
-
-
-def strict_run(row: Any) -> RunRecord:
-    """A runs row as a record, or :class:`CorruptRecordError` naming what is damaged."""
-    run = decode_run(row)
-    if run.damaged:
-        raise CorruptRecordError(
-            f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
-        )
-    return run
+    """A runs row as a record (``get_run``), or :class:`CorruptRecordError` naming the run
+    and its unreadable fields."""
+    return _codec.run_from_row(row)
 
 
 # --- SQL -----------------------------------------------------------------------------------
@@ -378,12 +284,12 @@ class Listings:
             cutoff = self._listing_time(now - _dt.timedelta(seconds=query.waiting_seconds))
         rows = self._listing_rows(*pending_sql(query, cutoff))
         page = PendingPage()
-        width = len(_PENDING_FIELDS)
+        width = _codec.PENDING_WIDTH
         for row in rows[: _page_size(query.limit)]:
             runner = _optional_text_or_none(row[width])
             page.items.append(
                 PendingEntry(
-                    decode_pending(row[:width]),
+                    _codec.decode_pending(row[:width]),
                     runner,
                     _optional_text_or_none(row[width + 1]),
                     _optional_text_or_none(row[width + 2]),
@@ -410,6 +316,6 @@ class Listings:
 
 def _optional_text_or_none(value: Any) -> str | None:
     try:
-        return _optional_text(value)
+        return _codec.optional_text(value)
     except Exception:  # a damaged name: shown with its bad bytes replaced
-        return _shown(value)
+        return _codec.shown_text(value)
