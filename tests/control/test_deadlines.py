@@ -17,6 +17,7 @@ import pytest
 import tether
 from tests.control.test_cancel import APP
 from tests.support.proc import ROOT, child_env
+from tests.support.results import question_of
 from tests.support.waiting import wait_for
 from tests.workers.procs import spawn_worker, stop_all
 from tether import Chain, Resume, interrupt
@@ -109,7 +110,8 @@ def test_an_answer_before_the_deadline_wins_and_the_deadline_then_does_nothing(
 
 def test_interrupt_refuses_a_bad_deadline(store):
     def ask(state: dict[str, Any]) -> dict[str, Any]:
-        interrupt("approve", {}, timeout_seconds=state["t"], on_timeout=state.get("then"))
+        seconds = float(state["t"]) if state["t"] == "inf" else state["t"]
+        interrupt("approve", {}, timeout_seconds=seconds, on_timeout=state.get("then"))
         return {}
 
     chain = Chain("bad_deadline", store)
@@ -117,6 +119,15 @@ def test_interrupt_refuses_a_bad_deadline(store):
     for state in ({"t": 0}, {"t": "soon"}, {"t": 5, "then": "ignore"}):
         failed = chain.run(state)
         assert failed.status == "failed" and isinstance(failed.error, tether.ConfigurationError)
+    # Past any date (1e300 s) the pause used to commit a due_at no reader could decode, then
+    # raise OverflowError out of run(), leaving a run nobody could show.
+    for seconds in (1e300, "inf", 36500 * 86400 + 1):
+        failed = chain.run({"t": seconds})
+        assert failed.status == "failed", failed
+        assert isinstance(failed.error, tether.ConfigurationError) and "36500" in str(failed.error)
+        assert store.get_run(failed.execution_id).status == "failed"
+        assert store.get_pending_interrupt(failed.execution_id) is None
+    assert chain.run({"t": 36500 * 86400}).status == "paused"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
@@ -155,7 +166,7 @@ def test_on_pending_tells_a_callback_and_a_webhook_of_each_new_question(store):
     assert pending.execution_id == paused.execution_id and pending.due_at is not None
     [body] = _Hook.received
     assert body["event"] == "interrupt.pending" and body["context"] == {"n": 1}
-    assert body["checkpoint_id"] == paused.pending_interrupt["checkpoint_id"]
+    assert body["checkpoint_id"] == question_of(paused)["checkpoint_id"]
     assert body["due_at"] is not None
     with pytest.raises(tether.ConfigurationError):
         tether.on_pending(webhook_url="file:///etc/passwd")

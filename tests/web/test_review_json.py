@@ -64,3 +64,21 @@ def test_inbox_waiting_filter_too_long_for_a_date_is_400_not_500(client, store):
         refused = client.get(path, headers=bearer())
         assert refused.status_code == 400 and "more than 36500d" in refused.json()["error"]
     assert len(client.get("/api/pending?waiting=36500d", headers=bearer()).json()) == 0
+
+
+def test_api_page_after_an_entry_answered_meanwhile_is_409_not_an_empty_page(client, store):
+    first_ids = [paused_run(store) for _ in range(3)]
+    page = client.get("/api/pending?limit=2", headers=bearer())
+    assert page.status_code == 200 and 'rel="next"' in page.headers["link"]
+    next_url = page.headers["link"].split(">")[0].lstrip("<")
+    for entry in page.json():
+        answered = client.post(
+            f"/api/runs/{entry['execution_id']}/approve", json={}, headers=bearer()
+        )
+        assert answered.status_code == 200, answered.text
+    refused = client.get(next_url, headers=bearer())
+    assert refused.status_code == 409 and "first page" in refused.json()["error"], refused.text
+    left = client.get("/api/pending", headers=bearer()).json()
+    assert [e["execution_id"] for e in left] == [
+        i for i in first_ids if i not in {e["execution_id"] for e in page.json()}
+    ]

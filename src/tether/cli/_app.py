@@ -74,6 +74,18 @@ def _defaults_for(command: click.Command, values: dict[str, Any]) -> dict[str, A
     return found
 
 
+db_option = click.option(
+    "--db",
+    "db_url",
+    envvar="TETHER_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+)
+"""``--db URL`` (``TETHER_DATABASE_URL``; default ``sqlite:///./tether.db``) as ``db_url``."""
+
+
 def store_options(fn: F) -> F:
     """Add ``--db`` and ``--json`` to a command."""
     fn = click.option(
@@ -82,16 +94,7 @@ def store_options(fn: F) -> F:
         is_flag=True,
         help="Print machine-readable JSON on stdout instead of tables.",
     )(fn)
-    fn = click.option(
-        "--db",
-        "db_url",
-        envvar="TETHER_DATABASE_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        metavar="URL",
-        help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
-    )(fn)
-    return fn
+    return db_option(fn)
 
 
 def app_option(*, required: bool) -> Callable[[F], F]:
@@ -120,8 +123,9 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
 
     Unless ``create``, the database is first looked at read-only
     (:mod:`tether.store.probe`): a missing file or schema, an empty file or another
-    application's database is an error naming it, and nothing is created; an unreachable
-    Postgres server fails within seconds with one line.
+    application's database is an error naming it, and nothing is created. An unreachable
+    Postgres server, or a database that does not exist, fails within seconds with one line
+    (with ``create`` too).
 
     Args:
         url: a ``tether.connect`` URL.
@@ -132,7 +136,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             only) an older schema is an error naming ``tether db migrate``.
 
     Raises:
-        StoreUnavailableError: (not ``create``) no store at ``url``, or it cannot be reached.
+        StoreUnavailableError: (not ``create``) no store at ``url``; or it cannot be reached.
         CorruptRecordError: the SQLite file is not a database.
     """
     if not url.strip():
@@ -147,13 +151,13 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
         path = path[1:] if path.startswith("/") else path
         if path and path != ":memory:":
             check_sqlite(path, allow_older=migrate)
-    elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+    elif scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
             from ..store.probe import check_postgres
         except ImportError:
             pass  # no postgres extra: connect() names it
-        else:
-            check_postgres(url, allow_older=migrate)
+        else:  # creating too: a database that is not there fails in seconds, in one line
+            check_postgres(url, allow_older=migrate, store_required=not create)
     return connect(url)
 
 

@@ -27,6 +27,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from .. import _durations as durations
+from ..errors import ListingCursorError
 from ..registry import Registry
 from ..store import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
@@ -190,7 +191,7 @@ class Inbox:
             items = [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in page.items]
             return Listing(items, page.total or 0, every.total or 0, page.next_after)
 
-        return await self._off_loop(read)
+        return await self._read(read)
 
     async def pending(self, query: PendingQuery) -> Listing:
         """A page of pending interrupts with their runs' runner names."""
@@ -213,7 +214,13 @@ class Inbox:
             ]
             return Listing(items, page.total or 0, every.total or 0, page.next_after)
 
-        return await self._off_loop(read)
+        return await self._read(read)
+
+    async def _read(self, read: Callable[[], Listing]) -> Listing:
+        try:
+            return await self._off_loop(read)
+        except ListingCursorError as exc:  # the page's `after` entry is gone: say so (409)
+            raise ActionError(409, exc.message) from None
 
 
 def api_headers(request: Request, listing: Listing) -> dict[str, str]:

@@ -18,9 +18,8 @@ import anyio.to_thread
 
 from .. import _durations as durations
 from ..audit import DATA_MAX_BYTES, NOTE_MAX_CHARS, answer_metadata, oversized_answer
-from ..cli.answer import store_answer
 from ..control import refuse_if_cancelled
-from ..engine.claim import question_changed
+from ..engine.claim import question_changed, store_answer
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
