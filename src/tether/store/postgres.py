@@ -136,9 +136,10 @@ class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, Pl
             server to accept one) before :class:`~tether.errors.StoreUnavailableError`.
         connect_timeout_seconds: libpq's ``connect_timeout`` for each new connection, unless
             the DSN sets one.
-        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
-            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
+        compress_state_min_bytes: a full snapshot of a row's state of at least this many
+            bytes is stored Zstandard-compressed when that saves at least a tenth (default 512;
+            ``None`` stores every payload as plain JSON); a delta only from 16 KB as well, since
+            every resume replays the deltas (docs/storage.md). Reading handles both.
         **connect_kwargs: further libpq / psycopg connection parameters (``sslmode``,
             ``application_name``...), overriding the DSN.
 

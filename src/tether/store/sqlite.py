@@ -72,9 +72,10 @@ class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCh
             ``":memory:"``, which has no WAL.
         wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
             that triggers a checkpoint; default 1000, SQLite's own default.
-        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
-            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
+        compress_state_min_bytes: a full snapshot of a row's state of at least this many
+            bytes is stored Zstandard-compressed when that saves at least a tenth (default 512;
+            ``None`` stores every payload as plain JSON); a delta only from 16 KB as well, since
+            every resume replays the deltas (docs/storage.md). Reading handles both.
 
     Raises:
         ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
