@@ -59,7 +59,6 @@ __all__ = [
     "resume_point",
     "run_from_row",
     "shown_text",
-    "sqlite_binding",
     "state_chain_bounds",
     "ts_to_dt",
 ]
@@ -80,32 +79,6 @@ PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
     "claimed_by, claim_expires_at, resume_value, due_at"
 )
-
-
-_NULLS_INLINED: dict[tuple[str, tuple[int, ...]], str] = {}
-_NULLS_INLINED_MAX: Final = 256  # statement variants kept; a step path uses a handful
-
-
-def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
-    """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
-    statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
-    ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
-    but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
-    internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
-    ``statement`` must hold no ``?`` but its placeholders."""
-    nulls = tuple(i for i, p in enumerate(params) if p is None)
-    sql = _NULLS_INLINED.get((statement, nulls))
-    if sql is None:
-        pieces = statement.split("?")
-        if len(pieces) != len(params) + 1:
-            raise ValueError(f"{len(params)} params for {len(pieces) - 1} placeholders")
-        sql = pieces[0] + "".join(
-            ("NULL" if i in nulls else "?") + piece for i, piece in enumerate(pieces[1:])
-        )
-        if len(_NULLS_INLINED) >= _NULLS_INLINED_MAX:
-            _NULLS_INLINED.clear()
-        _NULLS_INLINED[statement, nulls] = sql
-    return sql, tuple(bytearray(p) if type(p) is bytes else p for p in params if p is not None)
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
