@@ -19,8 +19,8 @@ from tether.store._postgres_sql import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from tether.store.sqlite import SCHEMA_VERSION
 
 
-def _chain(store: object) -> Chain:
-    chain = Chain("legacy", store)  # type: ignore[arg-type]
+def _chain(store: tether.Checkpointer) -> Chain:
+    chain = Chain("legacy", store)
     chain.add_node("a", lambda s: {"a": 1})
     chain.add_node("b", lambda s: {"b": 2})
     chain.add_edge("a", "b")

@@ -30,7 +30,7 @@ from ._delta import (
 )
 from ._heads import HeadCache
 from ._node_input import dump_node_input, load_node_input
-from .base import PendingInterrupt, RunRecord
+from .base import RUN_STATUSES, PendingInterrupt, RunRecord
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -61,7 +61,6 @@ __all__ = [
     "resume_point",
     "run_from_row",
     "shown_text",
-    "sqlite_binding",
     "state_chain_bounds",
     "ts_to_dt",
 ]
@@ -82,32 +81,6 @@ PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
     "claimed_by, claim_expires_at, resume_value, due_at"
 )
-
-
-_NULLS_INLINED: dict[tuple[str, tuple[int, ...]], str] = {}
-_NULLS_INLINED_MAX: Final = 256  # statement variants kept; a step path uses a handful
-
-
-def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
-    """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
-    statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
-    ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
-    but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
-    internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
-    ``statement`` must hold no ``?`` but its placeholders."""
-    nulls = tuple(i for i, p in enumerate(params) if p is None)
-    sql = _NULLS_INLINED.get((statement, nulls))
-    if sql is None:
-        pieces = statement.split("?")
-        if len(pieces) != len(params) + 1:
-            raise ValueError(f"{len(params)} params for {len(pieces) - 1} placeholders")
-        sql = pieces[0] + "".join(
-            ("NULL" if i in nulls else "?") + piece for i, piece in enumerate(pieces[1:])
-        )
-        if len(_NULLS_INLINED) >= _NULLS_INLINED_MAX:
-            _NULLS_INLINED.clear()
-        _NULLS_INLINED[statement, nulls] = sql
-    return sql, tuple(bytearray(p) if type(p) is bytes else p for p in params if p is not None)
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
@@ -179,7 +152,11 @@ def run_from_row(row: Any) -> RunRecord:
         )
     except Exception:  # which field: decoded again one at a time, below
         run = None
-    if run is None or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT):
+    if (
+        run is None
+        or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT)
+        or run.status not in RUN_STATUSES
+    ):
         run = decode_run(row)
         raise CorruptRecordError(
             f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
@@ -256,11 +233,19 @@ def optional_text(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
+def _run_status(value: Any) -> str:
+    # A status a newer (or broken) writer left is not guessed at, as a checkpoint row's is not.
+    status = _text(value)
+    if status not in RUN_STATUSES:
+        raise CorruptRecordError(f"status {status!r} is not one this tether knows")
+    return status
+
+
 _RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
     ("execution_id", _text),
     ("runner_name", _text),
     ("runner_kind", _text),
-    ("status", _text),
+    ("status", _run_status),
     ("input", load_json),
     ("parent_execution_id", optional_text),
     ("parent_checkpoint_id", optional_text),

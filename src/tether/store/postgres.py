@@ -52,12 +52,12 @@ from psycopg_pool import ConnectionPool
 from ..errors import ConfigurationError
 from . import _codec
 from . import _postgres_sql as q
+from ._audit_operations import AuditOperations
 from ._checkpointer import PlanCheckpointer
 from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
-from ._postgres_audit import PostgresAudit
 from ._postgres_io import Database, Plan
 from ._refusals import schema_too_new
 
@@ -119,7 +119,7 @@ class _Statements:
         return found
 
 
-class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
+class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:

@@ -28,13 +28,13 @@ from typing import Any, Final, Literal
 from ..errors import ConfigurationError
 from . import _codec
 from . import _sqlite_sql as q
+from ._audit_operations import AuditOperations
 from ._checkpointer import PlanCheckpointer
 from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._refusals import schema_too_new
-from ._sqlite_audit import SQLiteAudit
 from ._sqlite_io import SQLiteDatabase, translate
 from ._sqlite_wal import WalCheckpointer
 
@@ -49,7 +49,7 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
+class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:
