@@ -8,6 +8,7 @@ backends use from them are re-exported here.
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -24,6 +25,7 @@ from ._delta import (
     empty_head,
     encode_next,
     head_from_raw,
+    replay_in_place,
     replay_state,
 )
 from ._heads import HeadCache
@@ -312,7 +314,8 @@ def checkpoint_params(
 ) -> tuple[tuple[Any, ...], Head]:
     """The column values of ``cp`` in :data:`CHECKPOINT_COLUMNS` order, without ``created_at``
     (each backend stamps its own clock), and the writer head after it. The state payload is
-    compressed per :func:`compress_state` with ``compress_min_bytes``.
+    compressed per :func:`compress_state` with ``compress_min_bytes`` (a delta only from
+    :data:`~._compression.DELTA_COMPRESS_MIN_BYTES`).
 
     Assigns ``cp.seq`` and, when empty, ``cp.checkpoint_id``. Encodes everything before the
     caller writes, so a value JSON cannot store fails with nothing written.
@@ -331,7 +334,7 @@ def checkpoint_params(
     context = dump_json(cp.interrupt_context, "interrupt_context")
     kind, payload, new_head = encode_next(head, cp.state_snapshot, force_full=force_full)
     if compress_min_bytes is not None and len(payload) >= compress_min_bytes:
-        payload = compress_state(payload, compress_min_bytes)
+        payload = compress_state(payload, compress_min_bytes, delta=kind == "delta")
     cp.seq = new_head.seq
     cp.checkpoint_id = cp.checkpoint_id or new_id()
     params = (
@@ -415,15 +418,18 @@ def resume_point(
     target = max((r for r in rows if r[5] != "run_end"), key=lambda r: r[2], default=None)
     if not chain or chain[0][1] != "full":
         raise CorruptRecordError("state chain does not start at a full snapshot")
-    raw: dict[str, Any] = {}
-    at_target: dict[str, Any] | None = None
-    last = len(chain) - 1
-    for i, (seq, kind, payload) in enumerate(chain):
-        raw = apply_row_of(newest[1], seq, raw, kind, payload, in_place=True)
-        if target is not None and seq == target[2]:
-            at_target = raw if i == last else copy_raw(raw)
-    if chain[-1][0] != newest[2] or (target is not None and at_target is None):
+    if chain[-1][0] != newest[2]:
         raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+    at_target: dict[str, Any] | None = None
+    if target is None:
+        raw = replay_in_place(newest[1], {}, chain)
+    else:
+        cut = bisect.bisect_right(chain, target[2], key=lambda r: r[0])  # rows up to target's
+        if cut == 0 or chain[cut - 1][0] != target[2]:
+            raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+        at_target = raw = replay_in_place(newest[1], {}, chain[:cut])
+        if cut < len(chain):  # the target is not the newest row: replay on from a copy
+            raw = replay_in_place(newest[1], copy_raw(at_target), chain[cut:])
     head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])
     ended = newest[6] if newest[5] == "run_end" else None
     if target is None or at_target is None:
