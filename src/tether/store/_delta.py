@@ -102,14 +102,12 @@ class ListMark:
     """What the writer remembers of a list of immutable items it encoded, to tell next time
     whether the list only grew (see the module docstring): a private copy of it.
 
-    Every item is compared, whatever the list's length, so a replaced item is never missed.
-    The comparison reads only the two lists' arrays of item pointers (in C, the same object
-    is equal without looking at it), never the items nor a slice of the list: a slice would
-    touch every item's reference count, which at 100,000 items costs twenty times the
-    comparison. The copy is the writer's own (a caller may change its list in place) and grows
-    by the appended items only: a mark hands its copy on to the mark of the grown list, so a
-    step copies what it added, not the history. A mark whose copy was handed on no longer
-    matches anything (its length and its copy's differ), so an older head kept for a retry
+    Every item is compared, whatever the list's length, so a replaced item is never missed;
+    only the two arrays of item pointers are read (in C, the same object is equal unlooked
+    at), never a slice, whose reference counting costs 20x the comparison at 100,000 items.
+    The copy is the writer's own (a caller may change its list in place) and is handed on to
+    the mark of the grown list, so a step copies what it added. A mark whose copy was handed
+    on matches nothing (its length and its copy's differ): an older head kept for a retry
     falls back to the byte comparison.
     """
 
@@ -130,14 +128,12 @@ class ListMark:
         if size < n or len(whole) != n:
             return None
         if size == n:
-            # Item by item in C: the same object, or an equal one (which encodes alike but
-            # for 1, 1.0 and True).
+            # In C: the same object, or an equal one (encoded alike but for 1, 1.0, True)
             return ([], self) if items == whole else None
         tail = items[n:]
         if not _scalars_only(tail):
             return None
-        # Compared whole against the copy grown by the tail (no slice of the history): on a
-        # mismatch the copy is cut back to the marked list.
+        # Against the copy grown by the tail (no slice); cut back to the mark on a mismatch.
         whole.extend(tail)
         if items == whole:
             return tail, ListMark(size, whole)
@@ -192,10 +188,8 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
 
 _SCALAR_TYPES: Final = frozenset({str, float, bool, type(None)})
 
-# Values orjson encodes exactly as serde.dumps does, with an int in the signed 64-bit range
-# (orjson takes unsigned ones too, which serde refuses); a str with a lone surrogate makes
-# orjson raise, and serde then names the key. Not float: orjson writes nan and infinities
-# as null, which serde refuses.
+# Encoded by orjson as serde.dumps does (an int only in the signed 64-bit range; a lone
+# surrogate makes orjson raise and serde name the key). Not float: orjson writes nan as null.
 _ATOMS: Final = frozenset({str, bool, type(None)})
 
 _INT_MIN: Final = -(2**63)
