@@ -35,7 +35,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, overload
 
@@ -53,6 +53,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTi
 from .._context import sync_drive
 from ..errors import SerializationError, StoreError
 from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
+from ._postgres_batch import Batcher, StepInsert
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
 T = TypeVar("T")
@@ -247,6 +248,7 @@ class _LoopPool:
     opening: asyncio.Task[None] | None = None
     opened: bool = False
     setup_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    batcher: Batcher | None = None
 
 
 @dataclass(slots=True)
@@ -579,14 +581,25 @@ class Database:
         pid: int | None = None
         usage = self.async_usage
         lp = self._loop_entry()
+        first: Statement | None = None
         try:
             pool = await self._open(lp)
+            if write:
+                try:
+                    first = next(plan)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                if isinstance(first, StepInsert):
+                    done, value = await self._abatch(lp, pool, op, plan, first, execution_id)
+                    if done:
+                        return value
+                    first = first.single  # written again alone, below
             async with lp.recovery.connection(pool) as conn:
                 pid = self._pid(conn)
                 usage.in_use += 1
                 usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return await _adrive(conn, plan, write)
+                    return await _adrive(conn, plan, write, first)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -596,6 +609,51 @@ class Database:
             raise self._translate(exc, op, pid, False, execution_id, reason) from exc
         finally:
             plan.close()
+
+    @contextlib.asynccontextmanager
+    async def _acounted(
+        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection of ``pool`` for a flush, counted in :meth:`stats` as any checkout."""
+        usage = self.async_usage
+        async with lp.recovery.connection(pool) as conn:
+            usage.in_use += 1
+            usage.max_in_use = max(usage.max_in_use, usage.in_use)
+            try:
+                yield conn
+            finally:
+                usage.in_use -= 1
+
+    async def _abatch(
+        self,
+        lp: _LoopPool,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+        op: str,
+        plan: Plan[T],
+        step: StepInsert,
+        execution_id: str | None,
+    ) -> tuple[bool, T | None]:
+        """Write ``step`` with other runs' steps (:mod:`tether.store._postgres_batch`) and
+        finish ``plan`` with its result: ``(True, the plan's value)``, or ``(False, None)``
+        when the step is to be written again alone."""
+        batcher = lp.batcher
+        if batcher is None:
+            batcher = lp.batcher = Batcher(
+                lp.loop, lambda: self._acounted(lp, pool), _cursor, self.max_size
+            )
+        outcome = await batcher.submit(step)
+        try:
+            if outcome.error is not None:
+                plan.throw(outcome.error)
+            elif outcome.rows is not None:
+                plan.send(Result(outcome.rows, len(outcome.rows)))
+            else:
+                return False, None
+        except StopIteration as stop:
+            return True, stop.value
+        except psycopg.Error as exc:
+            raise self._translate(exc, op, outcome.pid, outcome.lost, execution_id) from exc
+        raise RuntimeError(_PAST_LAST)
 
     def _checkout(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         pool = self._sync_pool()
@@ -641,13 +699,17 @@ class Database:
         return None
 
     def stats(self) -> dict[str, int]:
-        """Checked-out connection counts: now and the most at once, per pool kind."""
+        """Checked-out connection counts: now and the most at once, per pool kind; the
+        multi-row step statements written on event loops and the steps they held."""
+        batchers = [lp.batcher for lp in list(self._loops.values()) if lp.batcher is not None]
         return {
             "sync_in_use": self.sync_usage.in_use,
             "sync_max_in_use": self.sync_usage.max_in_use,
             "async_in_use": self.async_usage.in_use,
             "async_max_in_use": self.async_usage.max_in_use,
             "async_pools": len(self._loops),
+            "async_batches": sum(b.statements for b in batchers),
+            "async_batched_steps": sum(b.batched_steps for b in batchers),
         }
 
 
@@ -689,6 +751,8 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
             while True:
                 if done:
                     raise RuntimeError(_PAST_LAST)
+                if isinstance(stmt, StepInsert):  # a step shares a statement only on a loop
+                    stmt = stmt.single
                 if write and not begun:
                     if isinstance(stmt, _Last):
                         done = True
@@ -707,16 +771,24 @@ def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
             return stop.value  # type: ignore[no-any-return]
 
 
-async def _adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
-    """As :func:`_drive`, on an async connection."""
+async def _adrive(
+    conn: psycopg.AsyncConnection[Any],
+    plan: Plan[T],
+    write: bool,
+    first: Statement | None = None,
+) -> T:
+    """As :func:`_drive`, on an async connection; ``first``: the plan's first statement,
+    when the caller already took it."""
     cur = _cursor(conn)
     async with contextlib.AsyncExitStack() as transaction:
         try:
             begun = done = False
-            stmt = next(plan)
+            stmt = next(plan) if first is None else first
             while True:
                 if done:
                     raise RuntimeError(_PAST_LAST)
+                if isinstance(stmt, StepInsert):
+                    stmt = stmt.single
                 if write and not begun:
                     if isinstance(stmt, _Last):
                         done = True

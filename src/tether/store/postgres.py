@@ -9,7 +9,8 @@ The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of thei
   :class:`~tether.errors.ConcurrentWriteError`. A step's checkpoint, its lease check and any
   change of the run's status are one statement, sent in autocommit (one statement is atomic by
   itself), so the usual step commits in one round trip; a step that also releases a claimed
-  interrupt runs its statements inside ``BEGIN`` … ``COMMIT``.
+  interrupt runs its statements inside ``BEGIN`` … ``COMMIT``. Steps of concurrent runs on one
+  event loop share statements and commits (:mod:`tether.store._postgres_batch`).
 - **The claim** of a pending interrupt is one ``UPDATE … RETURNING`` statement. Under READ
   COMMITTED a claimer that finds the row locked by another waits for it to commit and then
   re-checks the ``WHERE`` against the row as the winner left it (Postgres's EvalPlanQual
@@ -60,6 +61,7 @@ from ._langgraph_sql import POSTGRES_PRUNE_THREADS
 from ._leases import Fences, creation_lease_seconds
 from ._listing import Listings
 from ._postgres_audit import PostgresAudit, audit_named_params
+from ._postgres_batch import StepInsert
 from ._postgres_control import PostgresControl
 from ._postgres_io import Database, Plan, Result, last
 from ._postgres_leases import PostgresLeases
@@ -290,8 +292,10 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
 
     def pool_stats(self) -> dict[str, int]:
         """Connection use: ``sync_in_use`` / ``async_in_use`` (checked out now),
-        ``sync_max_in_use`` / ``async_max_in_use`` (most at once since opening) and
-        ``async_pools`` (event loops with a pool)."""
+        ``sync_max_in_use`` / ``async_max_in_use`` (most at once since opening),
+        ``async_pools`` (event loops with a pool), and group commit: ``async_batches``
+        (multi-row step statements written) and ``async_batched_steps`` (the steps they held;
+        see :mod:`tether.store._postgres_batch`)."""
         return self._db.stats()
 
     # --- small plans ----------------------------------------------------------------------
@@ -427,7 +431,13 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         )
         try:
             stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
-            res: Result = yield last(*stmt) if final else stmt
+            if final and run_status is None:
+                # The usual step: it may share a statement with other runs' steps.
+                fence = stmt[1][18:20] if len(stmt[1]) > 18 else (None, None)  # (run, owner)
+                step = StepInsert(last(*stmt), self._q("{schema}"), (*params, *fence))
+                res: Result = yield step  # type: ignore[misc]
+            else:
+                res = yield last(*stmt) if final else stmt
         except pg_errors.UniqueViolation as exc:
             if postgres_constraint(exc) != q.STEP_KEY:
                 raise  # a constraint of the operator's: rejected, by the rule
