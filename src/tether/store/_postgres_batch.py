@@ -6,7 +6,7 @@ commit, on the client and on the server. Here a step's plain insert (no status c
 interrupt: the usual step, fenced or not) is queued instead, and up to ``max_size`` flushes
 (the async pool's size) each take up to :data:`MAX_ROWS` queued steps and write them as one
 multi-row ``INSERT`` in autocommit: one checkout, one round trip and one commit for all of
-them. A lone step still goes alone, as one statement.
+them. A step that finds no other being written goes alone, as before, on its own checkout.
 
 What a step's caller sees does not change (docs/design.md §7):
 
@@ -29,7 +29,8 @@ What a step's caller sees does not change (docs/design.md §7):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -125,9 +126,24 @@ class Batcher:
         self._flushes = max(1, flushes)
         self._queue: list[tuple[StepInsert, asyncio.Future[Outcome]]] = []
         self._running = 0
+        self._alone = 0  # steps being written alone, as no other was waiting
         self._tasks: set[asyncio.Task[None]] = set()
         self.statements = 0  # multi-row statements written
         self.batched_steps = 0  # steps written by them
+
+    def busy(self) -> bool:
+        """Another step is being written or waits: a new one should join the queue. When
+        none is, a step goes alone on the caller's checkout, at no cost over a plain write."""
+        return bool(self._queue) or self._running + self._alone > 0
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Count a step written alone, so that steps arriving meanwhile queue up."""
+        self._alone += 1
+        try:
+            yield
+        finally:
+            self._alone -= 1
 
     async def submit(self, step: StepInsert) -> Outcome:
         """Queue ``step`` and wait for the flush that writes it.
@@ -163,7 +179,11 @@ class Batcher:
                         outcomes = await self._write(conn, items)
                 except BaseException as exc:  # no connection, or cancelled with the loop
                     for _, fut in items:
-                        if not fut.done():
+                        if fut.done():
+                            continue
+                        if isinstance(exc, asyncio.CancelledError):
+                            fut.cancel()
+                        else:
                             fut.set_exception(exc)
                     if not isinstance(exc, Exception):
                         raise

@@ -582,6 +582,7 @@ class Database:
         usage = self.async_usage
         lp = self._loop_entry()
         first: Statement | None = None
+        alone: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         try:
             pool = await self._open(lp)
             if write:
@@ -590,20 +591,25 @@ class Database:
                 except StopIteration as stop:
                     return stop.value  # type: ignore[no-any-return]
                 if isinstance(first, StepInsert):
-                    done, value = await self._abatch(lp, pool, op, plan, first, execution_id)
-                    if done:
-                        return value
-                    first = first.single  # written again alone, below
-            async with lp.recovery.connection(pool) as conn:
-                pid = self._pid(conn)
-                usage.in_use += 1
-                usage.max_in_use = max(usage.max_in_use, usage.in_use)
-                try:
-                    return await _adrive(conn, plan, write, first)
-                except psycopg.Error as exc:
-                    raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
-                finally:
-                    usage.in_use -= 1
+                    batcher = self._batcher(lp, pool)
+                    if batcher.busy():
+                        done, value = await self._abatch(batcher, op, plan, first, execution_id)
+                        if done:
+                            return value
+                    else:
+                        alone = batcher.alone()
+                    first = first.single  # written alone, below
+            with alone:
+                async with lp.recovery.connection(pool) as conn:
+                    pid = self._pid(conn)
+                    usage.in_use += 1
+                    usage.max_in_use = max(usage.max_in_use, usage.in_use)
+                    try:
+                        return await _adrive(conn, plan, write, first)
+                    except psycopg.Error as exc:
+                        raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
+                    finally:
+                        usage.in_use -= 1
         except psycopg.Error as exc:
             reason = await self._adiagnose() if isinstance(exc, PoolTimeout) else None
             raise self._translate(exc, op, pid, False, execution_id, reason) from exc
@@ -624,10 +630,16 @@ class Database:
             finally:
                 usage.in_use -= 1
 
+    def _batcher(
+        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+    ) -> Batcher:
+        if lp.batcher is None:
+            lp.batcher = Batcher(lp.loop, lambda: self._acounted(lp, pool), _cursor, self.max_size)
+        return lp.batcher
+
     async def _abatch(
         self,
-        lp: _LoopPool,
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+        batcher: Batcher,
         op: str,
         plan: Plan[T],
         step: StepInsert,
@@ -636,11 +648,6 @@ class Database:
         """Write ``step`` with other runs' steps (:mod:`tether.store._postgres_batch`) and
         finish ``plan`` with its result: ``(True, the plan's value)``, or ``(False, None)``
         when the step is to be written again alone."""
-        batcher = lp.batcher
-        if batcher is None:
-            batcher = lp.batcher = Batcher(
-                lp.loop, lambda: self._acounted(lp, pool), _cursor, self.max_size
-            )
         outcome = await batcher.submit(step)
         try:
             if outcome.error is not None:
