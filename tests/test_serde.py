@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
-from tether import Chain, SerializationError, serde
+from tether import Chain, SerializationError, interrupt, serde
 from tether.errors import CorruptRecordError
 
 
@@ -239,3 +239,58 @@ def test_an_agent_tool_asking_with_an_unreadable_context_fails_the_run_clearly(s
     paused = agent.resume(failed.execution_id)  # re-invokes the tool from its saved row
     assert paused.status == "paused" and paused.pending_interrupt["context"] == {"order_id": "A-1"}
     assert agent.resume(failed.execution_id, Resume(True)).status == "completed"
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _cycle() -> dict[str, object]:
+    value: dict[str, object] = {}
+    value["self"] = value
+    return value
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: _nested(5000), _cycle, lambda: {"t": (_nested(5000),)}],
+    ids=["deep-list", "cycle", "deep-tuple"],
+)
+def test_a_value_nested_past_the_recursion_limit_or_holding_itself_is_a_serialization_error(
+    make,
+):
+    # Past Python's recursion limit the encoder raised a bare RecursionError, naming nothing.
+    with pytest.raises(SerializationError, match="nested too deeply") as info:
+        serde.dumps({"x": make()}, "state")
+    assert info.value.path == "state"
+    with pytest.raises(SerializationError, match="nested too deeply"):
+        serde.canonical_dumps([make()])
+
+
+@pytest.mark.parametrize("where", ["state", "context"])
+def test_a_step_with_a_value_nested_past_the_recursion_limit_fails_and_the_run_resumes(
+    store, where
+):
+    # The interrupt context's RecursionError escaped run() and left the run `running`.
+    chain = Chain("deep", store)
+    calls = {"b": 0}
+    chain.add_node("a", lambda s: {"a": 1})
+
+    def b(state):
+        calls["b"] += 1
+        value = _nested(5000) if calls["b"] == 1 else [1]
+        if where == "context":
+            return {"answer": interrupt("deep", {"value": value}).approved}
+        return {"value": value}
+
+    chain.add_node("b", b)
+    failed = chain.run({})
+    assert failed.status == "failed" and isinstance(failed.error, SerializationError)
+    assert "nested too deeply" in str(failed.error)
+    assert store.get_run(failed.execution_id).status == "failed"
+    assert [c.node_id for c in store.list(failed.execution_id)] == ["a", "run_end"]
+    again = chain.resume(failed.execution_id)
+    assert again.status == ("paused" if where == "context" else "completed")

@@ -25,7 +25,7 @@ from typing import Any
 from .audit import answer_entry
 from .control import signal
 from .interrupt import ANSWERED_BY, DEADLINE_KEY, NOTE, VIA, Resume
-from .store._control import ControlStore
+from .store import ControlStore
 from .store.base import Checkpointer, PendingInterrupt
 
 __all__ = ["DEADLINE_ACTOR", "apply_due"]

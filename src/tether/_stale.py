@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .engine.owners import owner_is_dead
-from .store._leases import UNRECORDED_LEASE_SECONDS
+from .store import UNRECORDED_LEASE_SECONDS
 from .store.base import RunRecord
 
 __all__ = ["Staleness", "lease_lapses_at", "staleness"]
@@ -55,7 +55,7 @@ class Staleness:
 def lease_lapses_at(run: RunRecord) -> _dt.datetime | None:
     """When ``run``'s lease lapses or lapsed (UTC), by the rule every reader uses
     (``docs/workers.md``): its recorded ``lease_expires_at``; for a run an older tether left
-    owned with none, :data:`~tether.store._leases.UNRECORDED_LEASE_SECONDS` after its last
+    owned with none, :data:`~tether.store.UNRECORDED_LEASE_SECONDS` after its last
     update; ``None`` for a run nobody owns."""
     if run.lease_expires_at is not None:
         return run.lease_expires_at

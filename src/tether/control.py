@@ -38,7 +38,7 @@ from .errors import (
     RunNotFoundError,
     RunStatusChangedError,
 )
-from .store._control import ControlStore
+from .store import ControlStore
 
 if TYPE_CHECKING:
     from .store.base import Checkpointer, RunRecord

@@ -23,6 +23,7 @@ Tree::
     │   └── ConcurrentWriteError        another process wrote this run's next step first
     │       └── LeaseLost               this process's run lease was taken over (fencing)
     ├── RunNotFoundError                no run has this execution_id
+    │   └── ListingCursorError          a listing page's ``after`` entry is gone (answered)
     ├── RunStatusChangedError           the run's status changed since it was shown (delete)
     ├── CheckpointNotFoundError         no checkpoint has this checkpoint_id in this run
     ├── RunnerMismatchError             the run belongs to another runner
@@ -238,6 +239,13 @@ class LeaseLost(ConcurrentWriteError):
 
 class RunNotFoundError(TetherError):
     """No run with this ``execution_id`` exists in the store."""
+
+
+class ListingCursorError(RunNotFoundError):
+    """A listing page was asked for after an entry that is no longer listed (a pending
+    interrupt answered, a run deleted or pruned since the previous page): its place in the
+    order is unknown, so the page is refused rather than read as empty. List again from the
+    first page (docs/cli.md, ``runs list``)."""
 
 
 class RunStatusChangedError(TetherError):

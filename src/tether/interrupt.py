@@ -19,6 +19,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ._durations import MAX_DAYS
 from .errors import (
     ChainResumeError,
     ConfigurationError,
@@ -363,7 +364,8 @@ def interrupt(
             loop over items whose order may change between executions.
         timeout_seconds: an approval deadline: if nobody answers within this many seconds of
             the pause, a worker serving the run's runner applies ``on_timeout`` (no other
-            process need be alive). docs/design.md §12, "Approval deadlines".
+            process need be alive); more than 0 and at most 36500 days. docs/design.md §12,
+            "Approval deadlines".
         on_timeout: what the deadline does: a :class:`Resume` (the default answer, recorded
             in the audit trail as given by the deadline, and the run continues), ``"fail"``
             (the run ends ``failed`` with ``ApprovalTimeout``; default) or ``"cancel"`` (the
@@ -403,6 +405,7 @@ DEADLINE_KEY = "deadline"
 """The ``node_input`` entry of an interrupted row that holds its question's approval deadline
 (read by the store for ``pending_interrupts.due_at`` and by the worker that applies it)."""
 ON_TIMEOUT_ACTIONS = ("fail", "cancel")
+_MAX_TIMEOUT_SECONDS: Final = MAX_DAYS * 86400
 
 
 def _deadline(timeout_seconds: Any, on_timeout: Any) -> dict[str, Any] | None:
@@ -414,11 +417,11 @@ def _deadline(timeout_seconds: Any, on_timeout: Any) -> dict[str, Any] | None:
     if (
         isinstance(timeout_seconds, bool)
         or not isinstance(timeout_seconds, int | float)
-        or not timeout_seconds > 0
+        or not 0 < timeout_seconds <= _MAX_TIMEOUT_SECONDS  # past it, no date holds the due time
     ):
         raise ConfigurationError(
-            f"interrupt(timeout_seconds=...) must be a number of seconds > 0, got "
-            f"{timeout_seconds!r}"
+            f"interrupt(timeout_seconds=...) must be a number of seconds > 0 and at most "
+            f"{MAX_DAYS} days, got {timeout_seconds!r}"
         )
     action: Any
     if on_timeout is None or on_timeout in ON_TIMEOUT_ACTIONS:

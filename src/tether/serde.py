@@ -22,11 +22,11 @@ mistaken for an envelope. Anything else raises :class:`~tether.errors.Serializat
 the path of the value, e.g. ``state["order"]["when"]``; so does an enum, dataclass or pydantic
 model whose class the decoder could not find by ``module:qualname`` (defined inside a function,
 or not what its module holds under that name): an encoded value is always one the decoder
-reads back (docs/design.md §7).
+reads back (docs/design.md §7, "Stored values").
 
 Decoding never imports code: an envelope naming a class resolves it only from modules already
 imported in this process, and only to an Enum, dataclass or pydantic model. There is no pickle
-or eval anywhere (docs/design.md §7).
+or eval anywhere (docs/design.md §7, "Stored values").
 """
 
 from __future__ import annotations
@@ -136,8 +136,24 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
     Raises:
         SerializationError: a value of an unsupported type, a non-str dict key, an int out of
             the 64-bit range or a float that is nan or infinite; the error's ``path`` names
-            where it sits.
+            where it sits. A value nested deeper than Python's recursion limit, or holding
+            itself, is refused naming ``path`` (docs/design.md §7, "Stored values").
     """
+    try:
+        return _to_jsonable(value, path)
+    except RecursionError:  # the traceback would be a thousand frames of this function
+        raise _too_deep(path) from None
+
+
+def _too_deep(path: str) -> SerializationError:
+    return SerializationError(
+        f"{path} is nested too deeply to store as JSON (orjson stores 254 levels), or holds "
+        "itself (a cycle); store a flatter value",
+        path=path,
+    )
+
+
+def _to_jsonable(value: Any, path: str) -> Any:
     t = type(value)
     if t is str or t is bool or value is None:
         return value
@@ -171,7 +187,7 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
             tv = type(v)
             if tv in _PLAIN or (tv is float and v - v == 0.0):
                 continue
-            c = to_jsonable(v, _key_path(path, k))
+            c = _to_jsonable(v, _key_path(path, k))
             if c is not v:
                 if out is None:
                     out = dict(value)
@@ -186,7 +202,7 @@ def to_jsonable(value: Any, path: str = "value") -> Any:
             tv = type(v)
             if tv in _PLAIN or (tv is float and v - v == 0.0):
                 continue
-            c = to_jsonable(v, f"{path}[{i}]")
+            c = _to_jsonable(v, f"{path}[{i}]")
             if c is not v:
                 if lout is None:
                     lout = list(value)
@@ -199,7 +215,7 @@ def _envelope(value: Any, path: str) -> Any:
     if isinstance(value, enum.Enum):
         return {
             TAG: "enum",
-            "v": {"cls": _class_ref(type(value), path), "value": to_jsonable(value.value, path)},
+            "v": {"cls": _class_ref(type(value), path), "value": _to_jsonable(value.value, path)},
         }
     if isinstance(value, _dt.datetime):
         return {TAG: "datetime", "v": value.isoformat()}
@@ -214,9 +230,9 @@ def _envelope(value: Any, path: str) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return {TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return {TAG: "tuple", "v": [to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        return {TAG: "tuple", "v": [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, set | frozenset):
-        items = [to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        items = [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]
         try:
             items.sort(key=orjson.dumps)
         except TypeError:  # pragma: no cover - every item is JSON by now
@@ -228,24 +244,24 @@ def _envelope(value: Any, path: str) -> Any:
         }
         return {
             TAG: "pydantic",
-            "v": {"cls": _class_ref(type(value), path), "data": to_jsonable(data, path)},
+            "v": {"cls": _class_ref(type(value), path), "data": _to_jsonable(data, path)},
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
         return {
             TAG: "dataclass",
-            "v": {"cls": _class_ref(type(value), path), "fields": to_jsonable(fields, path)},
+            "v": {"cls": _class_ref(type(value), path), "fields": _to_jsonable(fields, path)},
         }
     if isinstance(value, dict):  # dict subclasses: keep the data, not the subclass
-        return to_jsonable(dict(value), path)
+        return _to_jsonable(dict(value), path)
     if isinstance(value, list):
-        return to_jsonable(list(value), path)
+        return _to_jsonable(list(value), path)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        return to_jsonable(int(value), path)
+        return _to_jsonable(int(value), path)
     if isinstance(value, float):
-        return to_jsonable(float(value), path)
+        return _to_jsonable(float(value), path)
     tname = f"{type(value).__module__}.{type(value).__qualname__}"
     raise SerializationError(
         f"{path} holds a {tname}, which tether cannot store as JSON; store plain data "
@@ -366,6 +382,8 @@ def dumps(value: Any, path: str = "value") -> bytes:
     try:
         return orjson.dumps(to_jsonable(value, path))
     except orjson.JSONEncodeError as exc:  # e.g. a str with a lone surrogate
+        if "Recursion limit" in str(exc):
+            raise _too_deep(path) from exc
         raise SerializationError(f"{path} cannot be encoded as JSON: {exc}", path=path) from exc
 
 
@@ -391,25 +409,42 @@ def canonical_dumps(value: Any, path: str = "arguments") -> bytes:
     Raises:
         SerializationError: naming the path of the value that has no canonical encoding.
     """
-    return orjson.dumps(to_jsonable(value, path), option=orjson.OPT_SORT_KEYS)
+    try:
+        return orjson.dumps(to_jsonable(value, path), option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as exc:
+        if "Recursion limit" in str(exc):
+            raise _too_deep(path) from exc
+        raise SerializationError(f"{path} cannot be encoded as JSON: {exc}", path=path) from exc
 
 
 def parse_json_text(text: str | bytes) -> Any:
     """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only.
 
-    Python's parser also takes ``NaN`` and ``Infinity``, which :func:`dumps` refuses, and a
-    deeply nested array exhausts its recursion; both are refused here as not JSON.
+    Python's parser also takes ``NaN`` and ``Infinity``, and reads a number past the float
+    range (``1e999``) as infinity, all of which :func:`dumps` refuses, and a deeply nested
+    array exhausts its recursion; each is refused here as not JSON.
 
     Raises:
-        json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity``, or nests
-            deeper than can be parsed; ``msg`` and ``pos`` say where.
+        json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity`` or a number
+            past the float range, or nests deeper than can be parsed; ``msg`` and ``pos`` say
+            where.
     """
     doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
 
     def refuse(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not a JSON number", doc, max(doc.find(name), 0))
 
+    def finite(number: str) -> float:
+        value = float(number)
+        if value - value != 0.0:  # 1e999 is JSON syntax, but a float reads it as infinity
+            raise json.JSONDecodeError(
+                f"{number} is too large for a number (past 1.8e308, it reads as infinity)",
+                doc,
+                max(doc.find(number), 0),
+            )
+        return value
+
     try:
-        return json.loads(text, parse_constant=refuse)
+        return json.loads(text, parse_constant=refuse, parse_float=finite)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None

@@ -48,7 +48,7 @@ from typing import Any, cast
 
 from . import _app_version
 from ._deadlines import apply_due
-from .checkpoint import new_id
+from ._queue import aenqueue, enqueue, lease_store
 from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
 from .engine.owners import activate, deactivate, new_owner
 from .engine.sync import run_sync
@@ -57,10 +57,11 @@ from .errors import (
     LeaseLost,
     MissingStepError,
     ResumeError,
+    SerializationError,
     StoreError,
 )
 from .registry import Registry
-from .store._leases import ClaimedRun, LeaseStore
+from .store import ClaimedRun, LeaseStore
 from .store.base import Checkpointer
 
 __all__ = ["WorkerStats", "aenqueue", "arun_worker", "enqueue", "run_worker"]
@@ -83,6 +84,8 @@ class WorkerStats:
         errors: runs whose drive raised (given back for a retry, or left to lapse).
         missing_step: runs this worker's code cannot re-enter (a step it no longer has),
             left to workers whose code has it.
+        refused: queued runs their runner refused to start (``ConfigurationError`` or
+            ``SerializationError``: an input it does not take), marked ``failed``.
     """
 
     owner: str
@@ -92,14 +95,7 @@ class WorkerStats:
     dead_lettered: int = 0
     errors: int = 0
     missing_step: int = 0
-
-
-def _open(url_or_store: str | Checkpointer) -> Checkpointer:
-    if isinstance(url_or_store, str):
-        from .connect import connect
-
-        return connect(url_or_store)
-    return url_or_store
+    refused: int = 0
 
 
 def _stopped(stop: Stop | None) -> bool:
@@ -108,15 +104,6 @@ def _stopped(stop: Stop | None) -> bool:
     if isinstance(stop, threading.Event | asyncio.Event):
         return stop.is_set()
     return bool(stop())
-
-
-def _check(store: Checkpointer) -> LeaseStore:
-    if not isinstance(store, LeaseStore):
-        raise ConfigurationError(
-            f"{store!r} does not support run leases; workers need a SQLiteCheckpointer or "
-            "PostgresCheckpointer"
-        )
-    return store
 
 
 class _Worker:
@@ -205,6 +192,19 @@ class _Worker:
                 run.execution_id, run.status, error=f"{type(exc).__name__}: {exc}"
             )
 
+    async def refuse_start(
+        self, run: ClaimedRun, exc: ConfigurationError | SerializationError
+    ) -> None:
+        """End a queued run its runner refused to start (an input it does not take, a value
+        it cannot store): ``failed`` with the reason as its ``error``, in one log line. The
+        same input would be refused on every claim, so it is not retried as a crash."""
+        self.stats.refused += 1
+        log.warning("run %s failed: its runner refused to start it: %s", run.execution_id, exc)
+        with contextlib.suppress(StoreError):
+            await cast(Checkpointer, self.store).aset_run_status(
+                run.execution_id, "failed", error=f"{type(exc).__name__}: {exc}"
+            )
+
     def retry_after_seconds(self, attempts: int) -> float:
         """The back-off before a run whose drive raised on its ``attempts``-th claim is
         claimed again: one poll interval, doubling with each attempt, at most a lease."""
@@ -252,10 +252,14 @@ class _Worker:
         except MissingStepError as exc:  # nothing claimed or written: not a crash, no retry
             await self.leave(run, exc)
             release = True
-        except Exception as exc:  # retried (attempts kept), until dead-lettered
-            self.stats.errors += 1
-            raised = exc
-            log.exception("run %s: drive raised %s", eid, exc)
+        except Exception as exc:
+            if lease.queued and isinstance(exc, ConfigurationError | SerializationError):
+                await self.refuse_start(run, exc)  # bad input: no crash, no retry
+                release = True
+            else:  # retried (attempts kept), until dead-lettered
+                self.stats.errors += 1
+                raised = exc
+                log.exception("run %s: drive raised %s", eid, exc)
         finally:
             heartbeats.remove(self.owner, eid)
             # The drive's last commit gave the lease back (and unfenced its store) if it ended.
@@ -324,7 +328,7 @@ async def arun_worker(
             f"max_attempts >= 1; got {concurrency}, {lease_seconds}, "
             f"{poll_interval_seconds}, {max_attempts}"
         )
-    store = _check(_open(url_or_store))
+    store = lease_store(url_or_store)
     worker = _Worker(
         registry,
         store,
@@ -420,70 +424,3 @@ def served_versions(registry: Registry, versions: Iterable[str] | None) -> list[
     served = [_app_version.check_version(v, "served version") for v in versions]
     own = [registry.version] if registry.version is not None else []
     return list(dict.fromkeys((*own, *served)))
-
-
-async def aenqueue(
-    store_or_url: str | Checkpointer,
-    runner_name: str,
-    input: Any,
-    *,
-    execution_id: str | None = None,
-    priority: int = 0,
-    app_version: str | None = None,
-) -> str:
-    """Async twin of :func:`enqueue`."""
-    if not isinstance(runner_name, str) or not runner_name:
-        raise ConfigurationError(f"runner_name must be a non-empty str, got {runner_name!r}")
-    version = (
-        _app_version.check_version(app_version, "app_version")
-        if app_version is not None
-        else _app_version.from_env()
-    )
-    store = _check(_open(store_or_url))
-    eid = execution_id or new_id()
-    await store.aenqueue_run(eid, runner_name, input, priority=int(priority), app_version=version)
-    return eid
-
-
-def enqueue(
-    store_or_url: str | Checkpointer,
-    runner_name: str,
-    input: Any,
-    *,
-    execution_id: str | None = None,
-    priority: int = 0,
-    app_version: str | None = None,
-) -> str:
-    """Record a run for a worker to start (status ``queued``).
-
-    Workers start queued runs in priority order (higher first, then oldest). Enqueueing an
-    ``execution_id`` that exists changes nothing and returns that id, so a retried enqueue
-    starts one run.
-
-    Args:
-        store_or_url: the store, or its URL.
-        runner_name: the name of the runner to start (as registered in the workers' registry).
-        input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
-        execution_id: the run's id (default: a random one).
-        priority: higher starts first.
-        app_version: the version of the code the run is meant for, so that only workers
-            serving it start the run (default: ``TETHER_APP_VERSION``; without either, the
-            first worker to claim it records its own). docs/design.md §13.
-
-    Returns:
-        The run's execution_id.
-
-    Raises:
-        ConfigurationError: no runner name, or a store without the queue.
-        SerializationError: the input cannot be stored as JSON (nothing written).
-    """
-    return run_sync(
-        aenqueue(
-            store_or_url,
-            runner_name,
-            input,
-            execution_id=execution_id,
-            priority=priority,
-            app_version=app_version,
-        )
-    )

@@ -142,7 +142,7 @@ def test_list_commands_page_with_after_and_filter_pending(store, db_url):
     assert "p-3" in found.stdout and "p-2" not in found.stdout
     assert as_json(tether_cli(db_url, "pending", "list", "--waiting", "1d", "--json")) == []
     bad = tether_cli(db_url, "pending", "list", "--waiting", "soon")
-    assert bad.returncode == 4 and "--waiting 'soon'" in bad.stderr
+    assert bad.returncode == 4 and "--waiting 'soon' is not a duration" in bad.stderr
     runs = tether_cli(db_url, "runs", "list", "--limit", "3", "--json")
     assert [r["execution_id"] for r in as_json(runs)] == ["p-4", "p-3", "p-2"]
     more = tether_cli(db_url, "runs", "list", "--after", "p-2", "--search", "p-", "--json")

@@ -3,9 +3,11 @@ line naming the problem (exit 4), and nothing is written."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.cli.test_cli import paused_run, tether_cli
+from tests.cli.test_cli import APP, paused_run, tether_cli
 
 
 @pytest.mark.parametrize(
@@ -48,3 +50,49 @@ def test_a_bare_path_as_db_names_the_url_to_write_and_creates_nothing(tmp_path):
         assert proc.returncode == 4, proc.stderr
         assert f"sqlite:///{path}" in proc.stderr and "is a path" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+        ('{"amount": NaN}', "NaN is not a JSON number"),
+        ('{"amount": 1e999}', "1e999 is too large"),
+    ],
+    ids=["deep", "nan", "overflow"],
+)
+def test_enqueue_input_json_that_json_cannot_hold_is_bad_input_and_queues_nothing(
+    store, db_url, text, named
+):
+    # Deep nesting escaped as a RecursionError (exit 1); NaN/1e999 were parsed, then refused
+    # only as a SerializationError about the stored input.
+    proc = tether_cli(db_url, "enqueue", "orders", text)
+    assert proc.returncode == 4, proc.stderr
+    assert "INPUT_JSON is not JSON" in proc.stderr and named in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert store.list_runs() == []
+
+
+def test_a_page_after_an_entry_answered_or_deleted_meanwhile_is_refused_not_empty(store, db_url):
+    # Answer every entry of a page, then follow the printed next-page command: the entry the
+    # page ended with is no longer pending, and the next page used to read "no pending
+    # interrupts" while three were still waiting (the same for a run deleted meanwhile).
+    from tests.support.damage import paused
+
+    for i in range(6):
+        paused(store, f"p-{i}")
+    first = tether_cli(db_url, "pending", "list", "--limit", "3", "--json")
+    assert "next page: tether pending list --after p-2" in first.stderr
+    for entry in json.loads(first.stdout):
+        assert tether_cli(db_url, "approve", entry["execution_id"], "--app", APP).returncode == 0
+    refused = tether_cli(db_url, "pending", "list", "--after", "p-2")
+    assert refused.returncode == 3, refused.stderr
+    assert "p-2" in refused.stderr and "first page" in refused.stderr, refused.stderr
+    again = tether_cli(db_url, "pending", "list", "--json")
+    assert [p["execution_id"] for p in json.loads(again.stdout)] == ["p-3", "p-4", "p-5"]
+    assert tether_cli(db_url, "runs", "delete", "p-4", "--yes").returncode == 0
+    gone = tether_cli(db_url, "runs", "list", "--after", "p-4")
+    assert gone.returncode == 3 and "p-4" in gone.stderr, gone.stderr
+    assert tether_cli(db_url, "runs", "list", "--after", "never-was").returncode == 3
+    last = tether_cli(db_url, "runs", "list", "--after", "p-0", "--json")  # the last page
+    assert last.returncode == 0 and json.loads(last.stdout) == []

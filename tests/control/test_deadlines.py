@@ -109,7 +109,8 @@ def test_an_answer_before_the_deadline_wins_and_the_deadline_then_does_nothing(
 
 def test_interrupt_refuses_a_bad_deadline(store):
     def ask(state: dict[str, Any]) -> dict[str, Any]:
-        interrupt("approve", {}, timeout_seconds=state["t"], on_timeout=state.get("then"))
+        seconds = float(state["t"]) if state["t"] == "inf" else state["t"]
+        interrupt("approve", {}, timeout_seconds=seconds, on_timeout=state.get("then"))
         return {}
 
     chain = Chain("bad_deadline", store)
@@ -117,6 +118,15 @@ def test_interrupt_refuses_a_bad_deadline(store):
     for state in ({"t": 0}, {"t": "soon"}, {"t": 5, "then": "ignore"}):
         failed = chain.run(state)
         assert failed.status == "failed" and isinstance(failed.error, tether.ConfigurationError)
+    # Past any date (1e300 s) the pause used to commit a due_at no reader could decode, then
+    # raise OverflowError out of run(), leaving a run nobody could show.
+    for seconds in (1e300, "inf", 36500 * 86400 + 1):
+        failed = chain.run({"t": seconds})
+        assert failed.status == "failed", failed
+        assert isinstance(failed.error, tether.ConfigurationError) and "36500" in str(failed.error)
+        assert store.get_run(failed.execution_id).status == "failed"
+        assert store.get_pending_interrupt(failed.execution_id) is None
+    assert chain.run({"t": 36500 * 86400}).status == "paused"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):

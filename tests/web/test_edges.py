@@ -237,6 +237,8 @@ def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
     assert client.get("/api/pending?reason=nope", headers=bearer()).json() == []
     assert client.get("/api/pending?waiting=1d", headers=bearer()).json() == []
     assert len(client.get("/api/pending?waiting=0s", headers=bearer()).json()) == 7
+    soon = client.get("/api/pending?waiting=soon", headers=bearer())
+    assert soon.json()["error"].startswith("waiting 'soon' is not a duration; use a number")
     for bad in ("waiting=soon", "sort=color", "dir=up"):
         assert client.get(f"/api/pending?{bad}", headers=bearer()).status_code == 400, bad
     runs, url = [], "/api/runs?limit=3"

@@ -16,7 +16,7 @@ from tests.support.proc import ROOT
 from tests.web.conftest import paused_run, start_server, stop_server
 from tests.web.inspector_app import support_agent
 from tests.web.test_page import ARTIFACTS, CHROMIUM_ARGS, chromium  # noqa: F401 - fixture
-from tether.web._users import add_user
+from tether.web import add_user
 
 SHOTS = ROOT / "docs" / "screenshots" if os.environ.get("TETHER_UPDATE_SCREENSHOTS") else ARTIFACTS
 

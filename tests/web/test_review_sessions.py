@@ -9,8 +9,7 @@ from starlette.testclient import TestClient
 from tests.support.chains import orders_chain
 from tests.web.conftest import bearer, login, paused_run
 from tether.registry import Registry
-from tether.web import create_app
-from tether.web._users import add_user, remove_user
+from tether.web import add_user, create_app, remove_user
 
 
 def _client(store, users_file) -> TestClient:

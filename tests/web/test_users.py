@@ -16,8 +16,7 @@ from tests.support.proc import ROOT, child_env
 from tests.web.conftest import TOKEN, bearer, login, paused_run
 from tether.errors import ConfigurationError
 from tether.registry import Registry
-from tether.web import create_app
-from tether.web._users import add_user, remove_user
+from tether.web import add_user, create_app, remove_user
 
 
 def _app(store, users_file, token=None):

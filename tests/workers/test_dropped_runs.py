@@ -173,3 +173,37 @@ def test_a_cancelled_worker_stops_its_drives_and_stops_renewing_their_leases(sto
     assert run.lease_expires_at < dt.datetime.now(dt.UTC)
     (claimed,) = store.claim_runs(owner="w:1:y", limit=5, lease_seconds=30, max_attempts=5)
     assert claimed.execution_id == "long"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("not a dict", "a chain's input is a dict of state, got str"), ([1, 2], "got list")],
+)
+def test_a_queued_run_whose_input_the_runner_refuses_fails_at_once_naming_why(store, value, named):
+    # Bad input is no crash: it used to be retried with a traceback per claim and end as a
+    # DeadLetter saying its workers kept dying.
+    chain = _broken_chain(store)
+    tether.enqueue(store, "broken", value, execution_id="bad-input")
+    tether.enqueue(store, "broken", {}, execution_id="good-input")
+    started = time.monotonic()
+    stats = tether.run_worker(
+        tether.Registry(chain),
+        store,
+        lease_seconds=30,
+        max_attempts=3,
+        poll_interval_seconds=0.01,
+        stop=lambda: (
+            (
+                store.get_run("bad-input").status == "failed"
+                and store.get_run("good-input").status == "completed"
+            )
+            or time.monotonic() > started + 20
+        ),
+    )
+    run = store.get_run("bad-input")
+    assert run.status == "failed" and run.error.startswith("ConfigurationError: "), run
+    assert named in run.error
+    assert run.owner is None and run.finished_at is not None
+    assert stats.errors == 0 and stats.dead_lettered == 0 and stats.refused == 1, stats
+    assert store.get_run("good-input").status == "completed"
+    assert store.list("bad-input") == []

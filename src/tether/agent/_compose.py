@@ -17,6 +17,7 @@ from .. import _trace
 from .._context import RunContext, current_agent_path, run_scope
 from ..checkpoint import new_id
 from ..engine import lease, rows
+from ..engine.fork import ForkPoint, leased_fork
 from ..engine.nesting import (
     ChildPaused,
     Reenterable,
@@ -202,15 +203,8 @@ async def resume(
     return await drive_outermost(runner, store, execution_id, run.input, reentry)
 
 
-@lease.leased_fork
-async def fork(
-    runner: Composite,
-    execution_id: str,
-    checkpoint_id: str | None,
-    resume_value: Any,
-    *,
-    new_execution_id: str,
-) -> AgentResult:
+@leased_fork
+async def fork(runner: Composite, point: ForkPoint) -> AgentResult:
     """Copy a row (its frames included) into a new run linked by ``parent_checkpoint_id``, and
     drive the branch from it.
 
@@ -218,16 +212,13 @@ async def fork(
         RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
         AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
     """
-    store = runner.checkpointer
-    value, run, src = await rows.fork_point(
-        store, execution_id, runner.name, checkpoint_id, resume_value
-    )
+    store, value, src, execution_id = point.store, point.value, point.src, point.execution_id
     reentry, source = fork_source(src, value)
     check_reentry(runner, reentry, execution_id)
-    eid = await lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(runner)
     origin_input = {"forked_from": execution_id, "source": source}
     await store.aput(
         rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=src.agent_path)
     )
     await rows.record_fork_answer(store, eid, value, src)
-    return await drive_outermost(runner, store, eid, run.input, reentry)
+    return await drive_outermost(runner, store, eid, point.run.input, reentry)

@@ -10,6 +10,7 @@ from .._faults import fault
 from ..checkpoint import new_id
 from ..engine import lease, rows
 from ..engine.claim import claim
+from ..engine.fork import ForkPoint, leased_fork
 from ..engine.nesting import check_in_subtree, check_reentry, fork_source, join_path, reentry_of
 from ..errors import ConfigurationError
 from ..interrupt import Answer
@@ -134,25 +135,15 @@ async def resume(
     return await drive(agent, store, execution_id, cursor)
 
 
-@lease.leased_fork
-async def fork(
-    agent: Agent,
-    execution_id: str,
-    checkpoint_id: str | None,
-    resume_value: Any,
-    *,
-    new_execution_id: str,
-) -> AgentResult:
-    store = agent.checkpointer
-    value, run, src = await rows.fork_point(
-        store, execution_id, agent.name, checkpoint_id, resume_value
-    )
+@leased_fork
+async def fork(agent: Agent, point: ForkPoint) -> AgentResult:
+    store, value, src, execution_id = point.store, point.value, point.src, point.execution_id
     reentry, source = fork_source(src, value)
     check_reentry(agent, reentry, execution_id)
     cursor = cursor_at(
         reentry.node_id, reentry.status, reentry.node_input, src.state_snapshot, reentry.answers
     )
-    eid = await lease.acreate_branch_run(store, agent, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(agent)
     origin_input = {"forked_from": execution_id, "source": source}
     await store.aput(
         rows.fork_origin(eid, src, src.state_snapshot, origin_input, agent_path=_agent_path(agent))

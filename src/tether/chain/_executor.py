@@ -14,6 +14,7 @@ from .._timeouts import Deadline
 from ..checkpoint import Checkpoint, new_id
 from ..engine import lease, rows
 from ..engine.claim import claim, claim_heartbeat
+from ..engine.fork import ForkPoint, leased_fork
 from ..engine.nesting import (
     OUTER_KEY,
     ChildPaused,
@@ -29,7 +30,7 @@ from ..errors import (
     SerializationError,
     StoreError,
 )
-from ..interrupt import Answer, InterruptScope, Resume, interrupt_scope
+from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..result import ChainResult
 from ..store.base import RunRecord
 from . import _repair
@@ -37,7 +38,7 @@ from . import _repair
 if TYPE_CHECKING:
     from ..engine.nesting import ReEntry
     from ..store.base import Checkpointer
-    from .graph import Chain, RunnerNode
+    from .graph import Chain
 
 
 @dataclass(slots=True)
@@ -154,35 +155,24 @@ def _check_graph(chain: Chain, node_id: str | None, cp: Checkpoint) -> None:
         )
 
 
-@lease.leased_fork
-async def fork(
-    chain: Chain,
-    execution_id: str,
-    checkpoint_id: str | None,
-    state_updates: dict[str, Any] | None,
-    resume_value: Any,
-    *,
-    new_execution_id: str,
-) -> ChainResult:
-    store = chain.checkpointer
-    value, run, src = await rows.fork_point(
-        store, execution_id, chain.name, checkpoint_id, resume_value
-    )
+@leased_fork
+async def fork(chain: Chain, point: ForkPoint, state_updates: dict[str, Any] | None) -> ChainResult:
+    store, value, src = point.store, point.value, point.src
     if state_updates is not None and not isinstance(state_updates, dict):
         raise ConfigurationError(
             f"state_updates must be a dict, got {type(state_updates).__name__}",
-            execution_id=execution_id,
+            execution_id=point.execution_id,
         )
     if src.agent_path is not None:  # a row inside a runner node
-        return await _fork_in_runner(chain, store, run, src, state_updates, value, new_execution_id)
+        return await _fork_in_runner(chain, point, state_updates)
     state = {**src.state_snapshot, **(state_updates or {})}
     serde.dumps(state, "state")
     next_node = _now(chain, src.node_id if src.status == "interrupted" else src.next_node_id)
     _check_graph(chain, next_node, src)
     answers = rows.branch_answers(src, rows.source_of(src), value)
-    eid = await lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(chain)
     counters = _counters(chain, src.iteration_counters)
-    origin_input = {"forked_from": execution_id, "state_updates": state_updates}
+    origin_input = {"forked_from": point.execution_id, "state_updates": state_updates}
     await store.aput(
         rows.fork_origin(
             eid,
@@ -199,16 +189,11 @@ async def fork(
 
 
 async def _fork_in_runner(
-    chain: Chain,
-    store: Checkpointer,
-    run: RunRecord,
-    src: Checkpoint,
-    state_updates: dict[str, Any] | None,
-    value: Resume | None,
-    new_execution_id: str,
+    chain: Chain, point: ForkPoint, state_updates: dict[str, Any] | None
 ) -> ChainResult:
     """Branch from a row a runner node wrote: the branch re-enters that runner at the row, and
     ``state_updates`` apply to the chain state the node started from."""
+    store, value, src = point.store, point.value, point.src
     reentry, source = fork_source(src, value)
     check_reentry(chain, reentry, src.execution_id)
     frames = reentry.frames
@@ -216,7 +201,7 @@ async def _fork_in_runner(
     frame = {**frame, "state": {**frame["state"], **(state_updates or {})}}
     serde.dumps(frame["state"], "state")
     reentry.state = {**reentry.state, OUTER_KEY: [frame, *frames[1:]]}
-    eid = await lease.acreate_branch_run(store, chain, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(chain)
     origin_input = {"forked_from": src.execution_id, "source": source}
     await store.aput(
         rows.fork_origin(eid, src, reentry.state, origin_input, agent_path=src.agent_path)
@@ -252,15 +237,12 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
                     )
                 try:
                     with interrupt_scope(answers) as scope, _trace.step(eid, node_id):
-                        runner = chain.runners.get(node_id)
-                        if runner is None:
+                        if node_id not in chain.runners:
                             updates = await chain.call_node(
                                 node_id, state, execution_id=eid, deadline=deadline
                             )
                         else:
-                            updates = await _run_runner(
-                                chain, runner, node_id, state, counters, cur
-                            )
+                            updates = await _run_runner(chain, node_id, state, counters, cur)
                     cur.reentry = None
                     new_state = {**state, **updates} if updates else state
                     next_id = chain.route(node_id, new_state, counters)
@@ -327,14 +309,10 @@ async def _deadline(chain: Chain, store: Checkpointer, eid: str) -> Deadline | N
 
 
 async def _run_runner(
-    chain: Chain,
-    node: RunnerNode,
-    node_id: str,
-    state: dict[str, Any],
-    counters: dict[str, int],
-    cur: _Cursor,
+    chain: Chain, node_id: str, state: dict[str, Any], counters: dict[str, int], cur: _Cursor
 ) -> dict[str, Any]:
     """Run a runner node inside this run under the chain's frame (see ``tether.engine.nesting``)."""
+    node = chain.runners[node_id]
     ctx = current_run()
     assert ctx is not None
     frame = {

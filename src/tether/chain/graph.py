@@ -18,6 +18,7 @@ from ..errors import ConfigurationError, UnreachableNodesError
 from ..interrupt import Resume
 from ..result import ChainResult
 from ..store.base import Checkpointer
+from ._routing import Condition, Edge, Routes
 
 if TYPE_CHECKING:
     from ..engine.nesting import Missing, ReEntry
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["Chain", "Edge"]
 
 NodeFn = Callable[[dict[str, Any]], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
-Condition = Callable[[dict[str, Any]], bool]
 RESERVED_NODE_IDS = frozenset({RUN_END, "fork_origin", "state_patch"})
 RUNNER_KINDS = frozenset({"agent", "swarm", "supervisor"})
 InputSelector = Callable[[dict[str, Any]], Any]
@@ -47,28 +47,6 @@ class RunnerNode:
     runner: Any
     input_key: str | InputSelector
     output_key: str
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """A route from ``source`` to ``target``.
-
-    Attributes:
-        condition: taken only when ``condition(state)`` is true; ``None`` means always.
-        max_iterations: for an edge that closes a cycle: how many times it may be taken in one
-            run. Once spent, the edge counts as false and routing falls through to the next
-            edge of the source (or ends the run if there is none). The count is checkpointed,
-            so the bound holds across crashes and resumes.
-    """
-
-    source: str
-    target: str
-    condition: Condition | None = None
-    max_iterations: int | None = None
-
-    @property
-    def counter_key(self) -> str:
-        return f"{self.source}->{self.target}"
 
 
 class Chain:
@@ -134,11 +112,8 @@ class Chain:
         self.claim_lease_seconds = claim_lease_seconds
         self.nodes: dict[str, NodeFn] = {}
         self.runners: dict[str, RunnerNode] = {}
-        self.edges: dict[str, list[Edge]] = {}
+        self.routes = Routes()
         self.entry: str | None = None
-        self._order: dict[str, int] = {}
-        self._sequence: list[str] = []
-        self._edge_count = 0
         self._checked_shape: tuple[int, int, str] | None = None
 
     def __repr__(self) -> str:
@@ -205,9 +180,7 @@ class Chain:
         if limit is not None:
             self.timeouts[node_id] = limit
         self.nodes[node_id] = fn
-        self._order[node_id] = len(self._order)
-        self._sequence.append(node_id)
-        self.edges.setdefault(node_id, [])
+        self.routes.add_node(node_id)
         if entry or self.entry is None:
             self.entry = node_id
         return self
@@ -233,25 +206,11 @@ class Chain:
                 raise ConfigurationError(f"edge {source!r}->{target!r}: unknown node {n!r}")
         if max_iterations is not None and max_iterations < 1:
             raise ConfigurationError("max_iterations must be at least 1")
-        self.edges[source].append(Edge(source, target, condition, max_iterations))
-        self._edge_count += 1
+        self.routes.add_edge(Edge(source, target, condition, max_iterations))
         return self
 
     def node_index(self, node_id: str) -> int:
-        return self._order.get(node_id, -1)
-
-    @property
-    def is_sequence(self) -> bool:
-        """True for a chain without edges: it runs its nodes in the order they were added."""
-        return self._edge_count == 0
-
-    def successors(self, node_id: str) -> list[str]:
-        """The nodes ``node_id`` may route to: its edges' targets, or for a chain without
-        edges the next node added."""
-        if self.is_sequence:
-            at = self._order[node_id]
-            return self._sequence[at + 1 : at + 2]
-        return [edge.target for edge in self.edges.get(node_id, ())]
+        return self.routes.node_index(node_id)
 
     def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
         """The chain's level of ``tether.engine.nesting.check_reentry``: a row inside a runner
@@ -275,23 +234,17 @@ class Chain:
         """
         if self.entry is None:
             raise ConfigurationError(f"chain {self.name!r} has no nodes")
-        shape = (len(self._sequence), self._edge_count, self.entry)
+        shape = (len(self.nodes), self.routes.edge_count, self.entry)
         if shape == self._checked_shape:  # the graph only grows: same counts, same graph
             return
-        seen = {self.entry}
-        todo = [self.entry]
-        while todo:
-            for target in self.successors(todo.pop()):
-                if target not in seen:
-                    seen.add(target)
-                    todo.append(target)
+        seen = self.routes.reachable_from(self.entry)
         unreachable = [n for n in self.nodes if n not in seen]
         if unreachable:
             names = ", ".join(repr(n) for n in unreachable)
             why = (
                 f"a chain without edges runs its nodes in the order they were added, starting "
                 f"at the entry {self.entry!r}, and {names} come before it"
-                if self.is_sequence
+                if self.routes.is_sequence
                 else f"no edge leads from the entry {self.entry!r} to {names}; add edges to "
                 "them (add_edge(source, target)) or remove them (only a chain without any "
                 "edge runs its nodes in the order they were added)"
@@ -304,20 +257,7 @@ class Chain:
 
     def route(self, node_id: str, state: dict[str, Any], counters: dict[str, int]) -> str | None:
         """The node to run after ``node_id``; counts the edge taken in ``counters``."""
-        if self.is_sequence:
-            following = self.successors(node_id)
-            return following[0] if following else None
-        for edge in self.edges.get(node_id, ()):
-            if edge.max_iterations is not None and counters.get(edge.counter_key, 0) >= (
-                edge.max_iterations
-            ):
-                continue
-            if edge.condition is not None and not edge.condition(state):
-                continue
-            if edge.max_iterations is not None:
-                counters[edge.counter_key] = counters.get(edge.counter_key, 0) + 1
-            return edge.target
-        return None
+        return self.routes.route(node_id, state, counters)
 
     async def call_node(
         self,
@@ -368,7 +308,8 @@ class Chain:
             with ``pending_interrupt``, or ``failed`` with ``error``.
 
         Raises:
-            ConfigurationError: the chain has no nodes, or the execution_id exists already.
+            ConfigurationError: the chain has no nodes, the execution_id is not a non-empty
+                str, or it exists already.
             UnreachableNodesError: the chain has edges and some node is reachable along none
                 (nothing written).
             SerializationError: the input holds a value JSON cannot store (nothing written).
@@ -457,8 +398,8 @@ class Chain:
             self,
             execution_id,
             checkpoint_id,
-            state_updates,
             resume_value,
+            state_updates,
             new_execution_id=new_execution_id,
         )
 

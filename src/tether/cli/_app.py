@@ -12,8 +12,8 @@ import click
 from ..connect import DEFAULT_URL, connect
 from ..errors import ConfigurationError
 from ..registry import Registry, load_app
-from ..store._probe import check_sqlite
 from ..store.base import Checkpointer
+from ..store.probe import check_sqlite
 from . import _errors
 from ._render import err
 
@@ -74,6 +74,18 @@ def _defaults_for(command: click.Command, values: dict[str, Any]) -> dict[str, A
     return found
 
 
+db_option = click.option(
+    "--db",
+    "db_url",
+    envvar="TETHER_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    metavar="URL",
+    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
+)
+"""``--db URL`` (``TETHER_DATABASE_URL``; default ``sqlite:///./tether.db``) as ``db_url``."""
+
+
 def store_options(fn: F) -> F:
     """Add ``--db`` and ``--json`` to a command."""
     fn = click.option(
@@ -82,16 +94,7 @@ def store_options(fn: F) -> F:
         is_flag=True,
         help="Print machine-readable JSON on stdout instead of tables.",
     )(fn)
-    fn = click.option(
-        "--db",
-        "db_url",
-        envvar="TETHER_DATABASE_URL",
-        default=DEFAULT_URL,
-        show_default=True,
-        metavar="URL",
-        help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
-    )(fn)
-    return fn
+    return db_option(fn)
 
 
 def app_option(*, required: bool) -> Callable[[F], F]:
@@ -119,7 +122,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
     """Open the store at ``url``.
 
     Unless ``create``, the database is first looked at read-only
-    (:mod:`tether.store._probe`): a missing file or schema, an empty file or another
+    (:mod:`tether.store.probe`): a missing file or schema, an empty file or another
     application's database is an error naming it, and nothing is created; an unreachable
     Postgres server fails within seconds with one line.
 
@@ -149,7 +152,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             check_sqlite(path, allow_older=migrate)
     elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
-            from ..store._probe import check_postgres
+            from ..store.probe import check_postgres
         except ImportError:
             pass  # no postgres extra: connect() names it
         else:

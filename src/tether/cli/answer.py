@@ -20,11 +20,11 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from ..audit import answer_entry, answer_metadata, os_user, oversized_answer
+from ..audit import answer_metadata, os_user, oversized_answer
 from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
 from ..control import refuse_if_cancelled
-from ..engine.claim import question_changed
+from ..engine.claim import question_changed, store_answer
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
@@ -147,36 +147,6 @@ def question_line(pending: PendingInterrupt) -> str:
     return (
         f"question {escape(repr(pending.reason))} at {escape(where)} (checkpoint "
         f"{pending.checkpoint_id}): {escape(compact(pending.context, 120))}"
-    )
-
-
-def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
-    """Store ``value`` for the question it is bound to, with its audit entry, or refuse it
-    naming what happened.
-
-    Raises:
-        InterruptChangedError: the run waits on another question than ``value``'s.
-        AlreadyResumed: the question was answered or resumed meanwhile.
-    """
-    assert value.checkpoint_id is not None
-    question: Checkpoint | PendingInterrupt | None = store.get_checkpoint(
-        execution_id, value.checkpoint_id
-    )
-    if question is None:
-        question = store.get_pending_interrupt(execution_id)
-    audit = None if question is None else answer_entry(execution_id, value, question)
-    if store.answer_interrupt(
-        execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id, audit=audit
-    ):
-        return
-    now = store.get_pending_interrupt(execution_id)
-    if now is None:  # cancelled while the answer was on its way: say so
-        refuse_if_cancelled(store, store.get_run(execution_id))
-    if now is None or now.checkpoint_id != value.checkpoint_id:
-        raise question_changed(execution_id, value.checkpoint_id, now)
-    raise AlreadyResumed(
-        f"the interrupt of run {execution_id!r} was answered or resumed meanwhile",
-        execution_id=execution_id,
     )
 
 

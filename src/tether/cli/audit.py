@@ -12,32 +12,25 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from .. import _durations as durations
 from . import _errors
 from ._app import open_store, store_options
 from ._render import compact, emit_json, out, when
-from .maintenance import parse_duration
 from .runs import ID_COLUMN
 
 
 def parse_since(text: str) -> _dt.datetime:
     """``--since``: an age (``7d``, ``12h``: that long ago) or an ISO 8601 date or time
-    (UTC unless it names an offset), as an aware UTC datetime.
+    (UTC unless it names an offset), as an aware UTC datetime
+    (:func:`tether._durations.parse_since`).
 
     Raises:
         CommandError: (exit 4) neither.
     """
     try:
-        found = _dt.datetime.fromisoformat(text.strip())
-    except ValueError:
-        try:
-            return _dt.datetime.now(_dt.UTC) - parse_duration(text, "--since")
-        except _errors.CommandError:
-            raise _errors.CommandError(
-                f"--since {text!r} is neither an age (45s, 90m, 12h, 30d) nor an ISO 8601 "
-                "date or time (2026-01-31, 2026-01-31T09:00:00Z)",
-                _errors.BAD_INPUT,
-            ) from None
-    return found if found.tzinfo is not None else found.replace(tzinfo=_dt.UTC)
+        return durations.parse_since(text, "--since")
+    except ValueError as exc:
+        raise _errors.CommandError(str(exc), _errors.BAD_INPUT) from None
 
 
 @click.command("audit")

@@ -3,7 +3,7 @@
 A full page ends with a line on stderr giving the command for the next one
 (``--after <execution_id>``), and the number of entries the filters match. A damaged row is
 listed with what could be read and marked ``damaged`` (its own entry only; see
-:mod:`tether.store._listing`).
+:class:`tether.store.Listings`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ConfigurationError
-from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
+from ..store import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
 from ..views import (
     RUN_STATUSES,

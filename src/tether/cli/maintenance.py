@@ -3,44 +3,31 @@
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from .. import _durations as durations
 from ..store.base import Checkpointer, PruneResult
 from . import _errors
 from ._app import display_url, open_store, store_options
 from ._render import emit_json, err, out
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
-# A cutoff this far back is still a date (year 1 is the floor); nobody means more.
-_MAX_DAYS = 36500
 _BATCHES = 50
 
 
 def parse_duration(text: str, option: str = "--older-than") -> _dt.timedelta:
-    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"`` (decimals allowed) as a timedelta.
+    """``text`` read by :func:`tether._durations.parse_duration` (``30d``, ``12h``, ``90m``,
+    ``45s``).
 
     Raises:
         CommandError: (exit 4) anything else, or more than 36500 days, naming ``option``.
     """
-    match = _DURATION.match(text)
-    if match is None:
-        raise _errors.CommandError(
-            f"{option} {text!r} is not a duration; use a number and a unit s, m, h or d, "
-            "e.g. 30d or 12h",
-            _errors.BAD_INPUT,
-        )
-    seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if seconds > _MAX_DAYS * 86400:
-        raise _errors.CommandError(
-            f"{option} {text!r} is more than {_MAX_DAYS}d (100 years); give a shorter duration",
-            _errors.BAD_INPUT,
-        )
-    return _dt.timedelta(seconds=seconds)
+    try:
+        return durations.parse_duration(text, option)
+    except ValueError as exc:
+        raise _errors.CommandError(str(exc), _errors.BAD_INPUT) from None
 
 
 def _prune_in_batches(

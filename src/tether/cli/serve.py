@@ -6,24 +6,15 @@ import os
 
 import click
 
-from ..connect import DEFAULT_URL
 from . import _errors
-from ._app import app_option, display_url, open_app, open_store
+from ._app import app_option, db_option, display_url, open_app, open_store
 from ._render import err
 
 TOKEN_ENV = "TETHER_UI_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 
 @click.command("serve")
-@click.option(
-    "--db",
-    "db_url",
-    envvar="TETHER_DATABASE_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    metavar="URL",
-    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
-)
+@db_option
 @app_option(required=False)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)

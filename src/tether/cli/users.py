@@ -29,15 +29,16 @@ users_file_option = click.option(
 )
 
 
-def _users_module() -> ModuleType:
+def _web() -> ModuleType:
+    """:mod:`tether.web`, which manages the users file (it needs the ``web`` extra)."""
     try:
-        from ..web import _users
+        from .. import web
     except ImportError as exc:
         raise _errors.CommandError(
             f"tether users needs the web extra ({exc.name} is missing): pip install 'tether[web]'",
             _errors.BAD_INPUT,
         ) from None
-    return _users
+    return web
 
 
 @click.group("users")
@@ -53,7 +54,7 @@ def users_group() -> None:
 def users_add(name: str, path: str, replace: bool, as_json: bool) -> int:
     """Add a user and print their token (once: only its hash is kept)."""
     try:
-        token = _users_module().add_user(path, name, replace=replace)
+        token = _web().add_user(path, name, replace=replace)
     except ConfigurationError as exc:
         raise _errors.CommandError(str(exc), _errors.BAD_INPUT) from None
     if as_json:
@@ -76,7 +77,7 @@ def users_add(name: str, path: str, replace: bool, as_json: bool) -> int:
 def users_list(path: str, as_json: bool) -> int:
     """List the users (names and when they were added; tokens are never shown again)."""
     try:
-        found = _users_module().list_users(path)
+        found = _web().list_users(path)
     except ConfigurationError as exc:
         raise _errors.CommandError(str(exc), _errors.BAD_INPUT) from None
     if as_json:
@@ -94,7 +95,7 @@ def users_list(path: str, as_json: bool) -> int:
 def users_remove(name: str, path: str) -> int:
     """Remove a user; their token and their sessions stop working at once."""
     try:
-        removed = _users_module().remove_user(path, name)
+        removed = _web().remove_user(path, name)
     except ConfigurationError as exc:
         raise _errors.CommandError(str(exc), _errors.BAD_INPUT) from None
     if not removed:

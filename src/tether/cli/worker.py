@@ -10,27 +10,17 @@ import threading
 
 import click
 
-from ..connect import DEFAULT_URL
 from ..registry import Registry
+from ..serde import parse_json_text
 from ..store.base import Checkpointer
 from ..views import runner_filter
 from . import _errors
-from ._app import app_option, display_url, open_app, open_store, store_options
+from ._app import app_option, db_option, display_url, open_app, open_store, store_options
 from ._render import err, out
-
-_DB_OPTION = click.option(
-    "--db",
-    "db_url",
-    envvar="TETHER_DATABASE_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    metavar="URL",
-    help="Store URL: sqlite:///path.db or postgresql://... [env: TETHER_DATABASE_URL]",
-)
 
 
 @click.command("worker")
-@_DB_OPTION
+@db_option
 @app_option(required=True)
 @click.option("--concurrency", type=click.IntRange(1), default=4, show_default=True)
 @click.option(
@@ -154,7 +144,7 @@ def enqueue(
 
     runner_name = runner_filter(runner_name) or runner_name
     try:
-        value = json.loads(input_json)
+        value = parse_json_text(input_json)
     except json.JSONDecodeError as exc:
         raise _errors.CommandError(f"INPUT_JSON is not JSON: {exc}", _errors.BAD_INPUT) from None
     if app_spec:

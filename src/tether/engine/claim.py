@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from ..audit import answer_entry
 from ..checkpoint import Checkpoint
+from ..control import refuse_if_cancelled
 from ..errors import AlreadyResumed, ChainResumeError, InterruptChangedError
 from ..interrupt import Answer, Resume, answers_with, pending_identity, stored_answers
 from ..store.base import Checkpointer, PendingInterrupt
@@ -161,3 +162,34 @@ async def claim_heartbeat(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
+    """Store ``value`` for the question it is bound to, with its audit entry, or refuse it
+    naming what happened: the answer of a surface (the CLI, the web page) that has no runner
+    for the run; the run continues when a process with its code resumes it.
+
+    Raises:
+        InterruptChangedError: the run waits on another question than ``value``'s.
+        AlreadyResumed: the question was answered or resumed meanwhile.
+    """
+    assert value.checkpoint_id is not None
+    question: Checkpoint | PendingInterrupt | None = store.get_checkpoint(
+        execution_id, value.checkpoint_id
+    )
+    if question is None:
+        question = store.get_pending_interrupt(execution_id)
+    audit = None if question is None else answer_entry(execution_id, value, question)
+    if store.answer_interrupt(
+        execution_id, value.to_dict(), checkpoint_id=value.checkpoint_id, audit=audit
+    ):
+        return
+    now = store.get_pending_interrupt(execution_id)
+    if now is None:  # cancelled while the answer was on its way: say so
+        refuse_if_cancelled(store, store.get_run(execution_id))
+    if now is None or now.checkpoint_id != value.checkpoint_id:
+        raise question_changed(execution_id, value.checkpoint_id, now)
+    raise AlreadyResumed(
+        f"the interrupt of run {execution_id!r} was answered or resumed meanwhile",
+        execution_id=execution_id,
+    )

@@ -35,6 +35,7 @@ from ..checkpoint import new_id
 from ..control import cancelled_error, leases_lost, stopping_on_cancel
 from ..errors import (
     ConcurrentWriteError,
+    ConfigurationError,
     LeaseHeldError,
     RunnerMismatchError,
     RunNotFoundError,
@@ -42,7 +43,7 @@ from ..errors import (
     StoreUnavailableError,
     TetherError,
 )
-from ..store._leases import LeaseStore
+from ..store import LeaseStore
 from ..store.base import Checkpointer, RunRecord
 from .owners import activate, deactivate, new_owner, owner_is_dead
 
@@ -84,7 +85,7 @@ class Lease:
 
 _current: ContextVar[Lease | None] = ContextVar("tether_lease", default=None)
 # The version of the code starting a run (start, fork): the starting runner's, set by
-# leased_start / leased_fork and recorded by acreate_run (docs/design.md §13).
+# leased_start / fork.leased_fork and recorded by acreate_run (docs/design.md §13).
 _starting_version: ContextVar[str | None] = ContextVar("tether_app_version", default=None)
 
 
@@ -432,6 +433,22 @@ async def acreate_branch_run(
     return eid
 
 
+def id_to_create(given: Any, what: str = "execution_id") -> str:
+    """The id of a run about to be created: ``given``, or a fresh one when it is ``None``.
+
+    Raises:
+        ConfigurationError: ``given`` is not a non-empty str (an empty id would otherwise
+            start a run under a random id, so a retry with it starts another run).
+    """
+    if given is None:
+        return new_id()
+    if not isinstance(given, str) or not given:
+        raise ConfigurationError(
+            f"{what} must be a non-empty str (or None for a fresh id), got {given!r}"
+        )
+    return given
+
+
 def leased_start(
     fn: Callable[[Any, Any, str], Awaitable[T]],
 ) -> Callable[[Any, Any, str | None], Awaitable[T]]:
@@ -439,9 +456,9 @@ def leased_start(
 
     @functools.wraps(fn)
     async def start(runner: Any, input: Any, execution_id: str | None) -> T:
-        eid = execution_id or new_id()
+        eid = id_to_create(execution_id, "execution_id")
         store = runner.checkpointer
-        with _starting(runner):
+        with recording_version(runner):
             async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
                 return await fn(runner, input, eid)
 
@@ -462,27 +479,8 @@ def leased_resume(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]
     return resume
 
 
-def leased_fork(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """Wrap an executor's ``fork(runner, execution_id, ..., *, new_execution_id)`` in
-    :func:`hold` of the new run (the source run is only read). The wrapper takes
-    ``new_execution_id`` as a keyword (``None``: a fresh id) and hands the wrapped function the
-    id the new run has."""
-
-    @functools.wraps(fn)
-    async def fork(
-        runner: Any, execution_id: str, *args: Any, new_execution_id: str | None = None
-    ) -> T:
-        eid = new_execution_id or new_id()
-        store = runner.checkpointer
-        with _starting(runner):
-            async with hold(store, eid, new_run=True, lease_seconds=lease_seconds_of(runner)):
-                return await fn(runner, execution_id, *args, new_execution_id=eid)
-
-    return fork
-
-
 @contextlib.contextmanager
-def _starting(runner: Any) -> Iterator[None]:
+def recording_version(runner: Any) -> Iterator[None]:
     """Record ``runner``'s version on the run created inside (see :func:`acreate_run`)."""
     token = _starting_version.set(_app_version.of_runner(runner))
     try:

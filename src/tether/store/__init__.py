@@ -1,6 +1,28 @@
-"""Checkpoint stores: the protocol and the backends (Postgres imports lazily)."""
+"""Checkpoint stores: the protocol and the backends (Postgres imports lazily).
 
+Besides :class:`Checkpointer`, the capabilities a backend may add, each a small protocol:
+:class:`LeaseStore` (workers' leases), :class:`ControlStore` (cancel, delete, repair and
+approval deadlines) and :class:`Listings` (keyset pages of runs and pending approvals).
+"""
+
+from ._control import ControlStore
+from ._leases import UNRECORDED_LEASE_SECONDS, ClaimedRun, LeaseStore
+from ._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from .base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .sqlite import SQLiteCheckpointer
 
-__all__ = ["Checkpointer", "PendingInterrupt", "PruneResult", "RunRecord", "SQLiteCheckpointer"]
+__all__ = [
+    "PENDING_SORTS",
+    "UNRECORDED_LEASE_SECONDS",
+    "Checkpointer",
+    "ClaimedRun",
+    "ControlStore",
+    "LeaseStore",
+    "Listings",
+    "PendingInterrupt",
+    "PendingQuery",
+    "PruneResult",
+    "RunRecord",
+    "RunsQuery",
+    "SQLiteCheckpointer",
+]

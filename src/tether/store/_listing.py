@@ -22,6 +22,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..errors import ListingCursorError
 from . import _codec
 from .base import PendingInterrupt, RunRecord
 
@@ -268,6 +269,8 @@ class Listings:
     def list_runs_page(self, query: RunsQuery) -> RunsPage:
         """A page of runs (see :class:`RunsQuery`); damaged rows are listed, not raised."""
         rows = self._listing_rows(*runs_sql(query))
+        if not rows and query.after is not None:
+            self._check_after(_RUN_EXISTS, query.after, "run")
         page = RunsPage([decode_run(r) for r in rows[: _page_size(query.limit)]])
         if len(rows) > _page_size(query.limit):
             page.next_after = page.items[-1].execution_id
@@ -283,6 +286,8 @@ class Listings:
             now = _dt.datetime.now(_dt.UTC)
             cutoff = self._listing_time(now - _dt.timedelta(seconds=query.waiting_seconds))
         rows = self._listing_rows(*pending_sql(query, cutoff))
+        if not rows and query.after is not None:
+            self._check_after(_PENDING_EXISTS, query.after, "pending interrupt")
         page = PendingPage()
         width = _codec.PENDING_WIDTH
         for row in rows[: _page_size(query.limit)]:
@@ -301,6 +306,16 @@ class Listings:
             page.total = int(self._listing_rows(*pending_count_sql(query, cutoff))[0][0])
         return page
 
+    def _check_after(self, sql: str, after: str, entry: str) -> None:
+        # The page after an entry is read against that entry's own sort key; an entry gone
+        # since (answered, deleted, pruned) has none, and the page would read as the last.
+        if not self._listing_rows(sql, [after]):
+            raise ListingCursorError(
+                f"no {entry} {after!r} to continue after: it was answered or deleted since "
+                "the previous page was listed; list again from the first page",
+                execution_id=after,
+            )
+
     def list_runs(
         self, *, status: str | None = None, runner_name: str | None = None, limit: int = 100
     ) -> list[RunRecord]:
@@ -312,6 +327,10 @@ class Listings:
     def list_pending_interrupts(self, *, limit: int = 100) -> list[PendingInterrupt]:
         """Pending interrupts, oldest first (damaged rows listed with ``damaged`` set)."""
         return [e.pending for e in self.list_pending_page(PendingQuery(limit=limit)).items]
+
+
+_RUN_EXISTS: Final = "SELECT 1 FROM {schema}.runs WHERE execution_id = ?"
+_PENDING_EXISTS: Final = "SELECT 1 FROM {schema}.pending_interrupts WHERE execution_id = ?"
 
 
 def _optional_text_or_none(value: Any) -> str | None:

@@ -14,5 +14,13 @@ from __future__ import annotations
 from ._app import create_app
 from ._auth import is_loopback
 from ._guard import allowed_hosts_for
+from ._users import add_user, list_users, remove_user
 
-__all__ = ["allowed_hosts_for", "create_app", "is_loopback"]
+__all__ = [
+    "add_user",
+    "allowed_hosts_for",
+    "create_app",
+    "is_loopback",
+    "list_users",
+    "remove_user",
+]

@@ -1,6 +1,6 @@
 """Cancel and delete from the run page and the API (docs/web.md; docs/design.md §12).
 
-Page posts are checked like an answer's (size, CSRF token, login: ``_Web.operator_post``) and
+Page posts are checked like an answer's (size, CSRF token, login: ``Pages.operator_post``) and
 must name the run of their address; API calls take a JSON body under the bearer token. The
 work is ``tether.cancel`` and ``tether.delete``, off the event loop.
 """
@@ -22,7 +22,7 @@ from ._service import ActionError, Service
 
 if TYPE_CHECKING:
     from ._api import Api
-    from ._app import _Web
+    from ._pages import Pages
 
 __all__ = ["api_cancel", "api_delete", "cancel_form", "delete_form"]
 
@@ -75,7 +75,7 @@ def _field(form: Any, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-async def _posted(web: _Web, request: Request) -> tuple[Any, Any] | Response:
+async def _posted(web: Pages, request: Request) -> tuple[Any, Any] | Response:
     """The checked form post for the run of the address (400 when written for another)."""
     execution_id = request.path_params["execution_id"]
     checked = await web.operator_post(request)
@@ -95,7 +95,7 @@ async def _posted(web: _Web, request: Request) -> tuple[Any, Any] | Response:
     return form, session
 
 
-async def cancel_form(web: _Web, request: Request) -> Response:
+async def cancel_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/cancel`` with an optional ``reason``: cancel, back to the run."""
     execution_id = request.path_params["execution_id"]
     posted = await _posted(web, request)
@@ -113,7 +113,7 @@ async def cancel_form(web: _Web, request: Request) -> Response:
     return to_run_page(execution_id, "cancelled")
 
 
-async def delete_form(web: _Web, request: Request) -> Response:
+async def delete_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/delete`` (``confirm=yes`` for a paused or running run): delete, then
     the runs list."""
     execution_id = request.path_params["execution_id"]

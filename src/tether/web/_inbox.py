@@ -1,6 +1,6 @@
 """The inbox: the pending approvals and runs listings of the page and the API.
 
-Both are keyset pages over :mod:`tether.store._listing` (``?after=<execution_id>`` continues
+Both are keyset pages over :class:`tether.store.Listings` (``?after=<execution_id>`` continues
 after that entry, never ``OFFSET``), with filters, a sort for the pending list, counts, and
 search by execution id. The query parameters (all optional):
 
@@ -18,7 +18,6 @@ A bad value is a 400 naming it. The API's body stays a list; the next page's add
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,8 +26,10 @@ from urllib.parse import urlencode
 import anyio.to_thread
 from starlette.requests import Request
 
+from .. import _durations as durations
+from ..errors import ListingCursorError
 from ..registry import Registry
-from ..store._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
+from ..store import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from ..store.base import Checkpointer
 from ..views import (
     compact,
@@ -46,8 +47,6 @@ __all__ = ["Inbox", "Listing", "pending_query", "runs_query"]
 T = TypeVar("T")
 
 LIMIT_MAX = 1000
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 #: The "waiting at least" choices the page offers (any value of the same form is accepted).
 WAITING_CHOICES = (("", "any time"), ("15m", "15 min"), ("1h", "1 hour"), ("1d", "1 day"))
 
@@ -69,22 +68,17 @@ def limit_of(text: str | None, default: int = 100) -> int:
     return value
 
 
-_WAITING_MAX_DAYS = 36500
-
-
 def seconds_of(text: str) -> float:
-    """``90s``, ``15m``, ``2h`` or ``3d`` in seconds, at most 36500 days.
+    """The ``waiting`` parameter (``90s``, ``15m``, ``2h``, ``3d``) in seconds
+    (:func:`tether._durations.parse_duration`).
 
     Raises:
-        ActionError: (400) another form, or longer.
+        ActionError: (400) another form, or more than 36500 days.
     """
-    found = _DURATION.match(text)
-    if found is None:
-        raise ActionError(400, f"waiting must look like 90s, 15m, 2h or 3d, got {text!r}")
-    seconds = float(found.group(1)) * _UNIT_SECONDS[found.group(2)]
-    if seconds > _WAITING_MAX_DAYS * 86400:  # further back than a date can say
-        raise ActionError(400, f"waiting is at most {_WAITING_MAX_DAYS}d, got {text!r}")
-    return seconds
+    try:
+        return durations.parse_duration(text, "waiting").total_seconds()
+    except ValueError as exc:
+        raise ActionError(400, str(exc)) from None
 
 
 def _text(params: Any, name: str) -> str | None:
@@ -197,7 +191,7 @@ class Inbox:
             items = [run_json(r, parent_pruned=r.parent_execution_id in pruned) for r in page.items]
             return Listing(items, page.total or 0, every.total or 0, page.next_after)
 
-        return await self._off_loop(read)
+        return await self._read(read)
 
     async def pending(self, query: PendingQuery) -> Listing:
         """A page of pending interrupts with their runs' runner names."""
@@ -220,7 +214,13 @@ class Inbox:
             ]
             return Listing(items, page.total or 0, every.total or 0, page.next_after)
 
-        return await self._off_loop(read)
+        return await self._read(read)
+
+    async def _read(self, read: Callable[[], Listing]) -> Listing:
+        try:
+            return await self._off_loop(read)
+        except ListingCursorError as exc:  # the page's `after` entry is gone: say so (409)
+            raise ActionError(409, exc.message) from None
 
 
 def api_headers(request: Request, listing: Listing) -> dict[str, str]:

@@ -15,7 +15,7 @@ from ._http import to_run_page
 from ._service import ActionError
 
 if TYPE_CHECKING:
-    from ._app import _Web
+    from ._pages import Pages
 
 __all__ = ["fork_form", "resume_form"]
 
@@ -25,7 +25,7 @@ def _field(form: Any, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
-async def resume_form(web: _Web, request: Request) -> Response:
+async def resume_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/resume``: resume the run through this server's runner; back to the
     run's page, or the page with the refusal (409: no runner here, it waits for an answer,
     it completed)."""
@@ -43,7 +43,7 @@ async def resume_form(web: _Web, request: Request) -> Response:
     return to_run_page(execution_id, "run_resumed")
 
 
-async def fork_form(web: _Web, request: Request) -> Response:
+async def fork_form(web: Pages, request: Request) -> Response:
     """``POST /runs/{id}/fork`` with ``checkpoint_id`` and ``state`` (a JSON object merged
     into the state there; empty for none): branch and run a new run, then show it."""
     execution_id = request.path_params["execution_id"]

@@ -16,12 +16,10 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from .. import _durations as durations
 from ..audit import DATA_MAX_BYTES, NOTE_MAX_CHARS, answer_metadata, oversized_answer
-from ..cli._errors import CommandError
-from ..cli.answer import store_answer
-from ..cli.audit import parse_since
 from ..control import refuse_if_cancelled
-from ..engine.claim import question_changed
+from ..engine.claim import question_changed, store_answer
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
@@ -190,8 +188,8 @@ class Service:
             ActionError: (400) ``since`` is neither an age nor a time.
         """
         try:
-            start = parse_since(since)
-        except CommandError as exc:
+            start = durations.parse_since(since, "since")
+        except ValueError as exc:
             raise ActionError(400, str(exc)) from None
 
         def read() -> list[dict[str, Any]]:

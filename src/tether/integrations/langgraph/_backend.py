@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from ...errors import ConfigurationError
-from ...store import _langgraph_sql as q
+from ...store import langgraph_sql as q
 from ...store.base import Checkpointer
 from ...store.sqlite import SQLiteCheckpointer, _translate
 
@@ -52,7 +52,7 @@ class Backend(Protocol):
         """The tether store the plans run on."""
 
     def q(self, template: str) -> Any:
-        """The statement ``template`` (from :mod:`tether.store._langgraph_sql`) for this store."""
+        """The statement ``template`` (from :mod:`tether.store.langgraph_sql`) for this store."""
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
         """A statement that is its plan's last (Postgres runs it alone, in autocommit)."""

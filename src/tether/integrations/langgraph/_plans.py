@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from ...store import _compression, _delta
-from ...store import _langgraph_sql as q
+from ...store import encoding
+from ...store import langgraph_sql as q
 from ._backend import Backend, Plan
 
 COMPRESSED_SUFFIX = "+zstd"
@@ -101,7 +101,7 @@ def newest_by_seq(b: Backend, key: tuple[str, str]) -> Plan[tuple[Row, str, dict
         return None
     row = _row(*key, r)
     chain = (yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows
-    return row, r[4], _delta.replay_state(_chain(chain), key[0])
+    return row, r[4], encoding.replay_state(_chain(chain), key[0])
 
 
 def get(b: Backend, key: tuple[str, str], checkpoint_id: str | None) -> Plan[Loaded | None]:
@@ -118,7 +118,7 @@ def get(b: Backend, key: tuple[str, str], checkpoint_id: str | None) -> Plan[Loa
     else:
         chain = _chain((yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows)
     writes = (yield b.q(q.SELECT_WRITES), (*key, row.checkpoint_id, row.checkpoint_id)).rows
-    raw = _delta.replay_state(chain, key[0])
+    raw = encoding.replay_state(chain, key[0])
     return Loaded(row, raw, [w[1:] for w in writes])
 
 
@@ -162,10 +162,10 @@ def load_states(b: Backend, chosen: Sequence[Row]) -> Plan[list[Loaded]]:
         for w in (yield b.q(q.SELECT_WRITES), (*key, ids[0], ids[-1])).rows:
             writes.setdefault(w[0], []).append(w[1:])
         if not chain or chain[0][1] != "full":
-            _delta.replay_state(chain, key[0])  # raises: the chain is broken
+            encoding.replay_state(chain, key[0])  # raises: the chain is broken
         cur: dict[str, Any] = {}
         for seq, kind, payload in chain:
-            cur = _delta.apply_row_of(key[0], seq, cur, kind, payload)
+            cur = encoding.apply_row_of(key[0], seq, cur, kind, payload)
             hit = wanted.get(seq)
             if hit is not None:
                 out[(*key, hit.checkpoint_id)] = Loaded(hit, cur, writes.get(hit.checkpoint_id, []))
@@ -214,18 +214,18 @@ def _reencode(
 ) -> Plan[None]:
     """Rewrite the states of a namespace's remaining rows as a fresh chain (after rows it
     depended on were deleted)."""
-    head: _delta.Head | None = None
+    head: encoding.Head | None = None
     for seq, raw in states:
-        keys: dict[str, _delta.Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
+        keys: dict[str, encoding.Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
         if head is not None:
             head.seq = seq - 1
-        kind, payload, head = _delta.encode_state(head, keys)
+        kind, payload, head = encoding.encode_state(head, keys)
         head.seq = seq
         if kind == "full":
             head.base_seq = seq
         yield (
             b.q(q.UPDATE_STATE),
-            (kind, _compression.compress_state(payload, min_bytes), head.base_seq, *key, seq),
+            (kind, encoding.compress_state(payload, min_bytes), head.base_seq, *key, seq),
         )
 
 
@@ -241,7 +241,7 @@ def delete_for_runs(b: Backend, run_ids: Sequence[str], min_bytes: int | None) -
             cur: dict[str, Any] = {}
             kept: list[tuple[int, dict[str, Any]]] = []
             for r in all_rows:
-                cur = _delta.apply_row_of(key[0], int(r[1]), cur, r[4], bytes(r[5]))
+                cur = encoding.apply_row_of(key[0], int(r[1]), cur, r[4], bytes(r[5]))
                 if r[7] != run_id:
                     kept.append((int(r[1]), cur))
                 else:
@@ -260,7 +260,7 @@ def prune_keep_latest(b: Backend, thread_id: str, min_bytes: int | None) -> Plan
         if loaded is None:  # pragma: no cover - the namespace was just listed
             continue
         newest = loaded.row.checkpoint_id
-        payload = _compression.compress_state(orjson.dumps(loaded.raw), min_bytes)
+        payload = encoding.compress_state(orjson.dumps(loaded.raw), min_bytes)
         yield b.q(q.UPDATE_STATE), ("full", payload, loaded.row.seq, *key, loaded.row.seq)
         yield b.q(q.DELETE_NS_WRITES_EXCEPT), (*key, newest)
         yield b.q(q.DELETE_NS_EXCEPT), (*key, newest)

@@ -1,7 +1,7 @@
 """A LangGraph checkpoint as a tether state, so it is stored as what changed since the last one.
 
 The checkpoint is flattened into top-level keys of JSON, each stored by tether's delta codec
-(``store/_delta.py``) as set, deleted or appended since the thread's previous row:
+(``store/encoding.py``) as set, deleted or appended since the thread's previous row:
 
 ========================  ==================================================================
 key                       value
@@ -28,7 +28,7 @@ import orjson
 
 from ... import serde as _tether_serde
 from ...errors import CorruptRecordError, SerializationError
-from ...store import _delta
+from ...store import encoding
 from .serde import JSON_TYPE, TetherSerializer, refuse_executable
 
 _KNOWN: Final = frozenset(
@@ -40,7 +40,7 @@ _KNOWN: Final = frozenset(
 class ThreadHead:
     """What the writer remembers of a thread namespace's newest row (by ``seq``)."""
 
-    codec: _delta.Head
+    codec: encoding.Head
     values: dict[str, Any] = field(default_factory=dict)  # channel -> object last encoded
     versions: dict[str, Any] = field(default_factory=dict)  # channel -> its version then
     seen: dict[str, Any] = field(default_factory=dict)  # node -> versions it had seen then
@@ -77,7 +77,7 @@ class Encoder:
         prev_keys = prev.keys if prev is not None else {}
         prev_sources = prev.sources if prev is not None else {}
         versions = checkpoint.get("channel_versions") or {}
-        keys: dict[str, _delta.Encoded] = {
+        keys: dict[str, encoding.Encoded] = {
             "m": orjson.dumps(
                 {
                     "v": checkpoint.get("v"),
@@ -100,7 +100,7 @@ class Encoder:
             same = old is not None and prev_seen.get(node) == seen
             keys["S:" + node] = old if same else orjson.dumps(seen)  # type: ignore[assignment]
         hints: dict[str, bytes] = {}
-        sources: dict[str, _delta.ListMark] = {}
+        sources: dict[str, encoding.ListMark] = {}
         values = checkpoint.get("channel_values") or {}
         for ch, value in values.items():
             reused = self._reuse(head, ch, value, versions.get(ch), prev_keys, prev_sources)
@@ -117,13 +117,15 @@ class Encoder:
                     continue
             prefix, enc_value = self._value(value, f'channel_values["{ch}"]')
             keys[prefix + ch] = enc_value
-            if prefix == "c:" and type(value) is list and _delta._scalars_only(value):
-                sources["c:" + ch] = _delta.ListMark.of(value)
+            if prefix == "c:" and type(value) is list and encoding.scalars_only(value):
+                sources["c:" + ch] = encoding.ListMark.of(value)
         for name, value in checkpoint.items():
             if name not in _KNOWN:
                 prefix, enc_value = self._value(value, name)
                 keys["x:" + name] = orjson.dumps({"p": prefix, "j": orjson.Fragment(enc_value)})
-        kind, payload, codec_head = _delta.encode_state(prev, keys, appended=hints, sources=sources)
+        kind, payload, codec_head = encoding.encode_state(
+            prev, keys, appended=hints, sources=sources
+        )
         if prev is None and head is not None:  # the thread's first row after others
             codec_head.seq = head.codec.seq + 1
             codec_head.base_seq = codec_head.seq
@@ -137,9 +139,9 @@ class Encoder:
         ch: str,
         value: Any,
         version: Any,
-        prev_keys: dict[str, _delta.Encoded],
-        prev_sources: dict[str, _delta.ListMark],
-    ) -> tuple[str, _delta.Encoded, _delta.ListMark | None] | None:
+        prev_keys: dict[str, encoding.Encoded],
+        prev_sources: dict[str, encoding.ListMark],
+    ) -> tuple[str, encoding.Encoded, encoding.ListMark | None] | None:
         # An unchanged channel (the very object, at the same version) keeps its encoding: a
         # step pays for the channels it wrote, as LangGraph's own savers write blobs only for
         # new versions.
@@ -196,13 +198,13 @@ class Encoder:
 def _grown(
     value: list[Any],
     key: str,
-    prev_keys: dict[str, _delta.Encoded],
-    prev_sources: dict[str, _delta.ListMark],
+    prev_keys: dict[str, encoding.Encoded],
+    prev_sources: dict[str, encoding.ListMark],
     ch: str,
-) -> tuple[_delta.Encoded, bytes, _delta.ListMark] | None:
+) -> tuple[encoding.Encoded, bytes, encoding.ListMark] | None:
     """A list channel that grew by appending immutable scalars to the very items last stored:
     only the new items are encoded (a step's cost follows what it appended)."""
-    grown = _delta.grow_list(
+    grown = encoding.grow_list(
         value, prev_sources.get(key), prev_keys.get(key), f'channel_values["{ch}"]'
     )
     if grown is None or grown[1] == b"[]":  # unchanged lists keep the general path

@@ -22,7 +22,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ... import serde as _tether_serde
 from ...errors import ConcurrentWriteError, ConfigurationError, SerializationError
-from ...store import _compression, _delta
+from ...store import encoding
 from ...store.base import Checkpointer
 from . import _plans
 from ._backend import Backend, Plan, backend_for
@@ -83,7 +83,7 @@ class TetherSaver(BaseCheckpointSaver[int]):
         self._encoder = Encoder(self.serde)
         # Payloads are compressed as the store compresses run state (None: never).
         self._compress: int | None = getattr(
-            store, "compress_state_min_bytes", _compression.COMPRESS_MIN_BYTES
+            store, "compress_state_min_bytes", encoding.COMPRESS_MIN_BYTES
         )
         self._heads: OrderedDict[tuple[str, str], ThreadHead] = OrderedDict()
         self._lock = threading.Lock()
@@ -176,12 +176,12 @@ class TetherSaver(BaseCheckpointSaver[int]):
                 found = yield "head", _plans.newest_by_seq(self._b, key), False
                 if found is not None:
                     row, _kind, raw = found
-                    head = ThreadHead(_delta.head_from_raw(row.seq, row.base_seq, raw, 0))
+                    head = ThreadHead(encoding.head_from_raw(row.seq, row.base_seq, raw, 0))
             kind, payload, new_head = self._encoder.encode(dict(checkpoint), head)
             prev_seq = head.codec.seq if head is not None else None
             encoded = (
                 kind,
-                _compression.compress_state(payload, self._compress),
+                encoding.compress_state(payload, self._compress),
                 new_head.codec.seq,
                 new_head.codec.base_seq,
                 prev_seq,
@@ -267,7 +267,7 @@ class TetherSaver(BaseCheckpointSaver[int]):
                     path=exc.path,
                     type_name=exc.type_name,
                 ) from None
-            packed = _compression.compress_state(payload, self._compress)
+            packed = encoding.compress_state(payload, self._compress)
             if packed is not payload:
                 type_ += _plans.COMPRESSED_SUFFIX
             rows.append(
@@ -330,7 +330,7 @@ class TetherSaver(BaseCheckpointSaver[int]):
         payload = bytes(value) if value is not None else b""
         if type_.endswith(_plans.COMPRESSED_SUFFIX):
             type_ = type_[: -len(_plans.COMPRESSED_SUFFIX)]
-            payload = _compression.decompress_state(payload)
+            payload = encoding.decompress_state(payload)
         return self.serde.loads_typed((type_, payload))
 
     def _get_steps(self, config: RunnableConfig) -> Steps[CheckpointTuple | None]:

@@ -22,6 +22,7 @@ from ...checkpoint import Checkpoint
 from ...engine import lease as _lease
 from ...engine import rows
 from ...engine.claim import claim, claim_heartbeat
+from ...engine.fork import ForkPoint, leased_fork
 from ...errors import (
     AlreadyResumed,
     ConfigurationError,
@@ -107,23 +108,13 @@ async def resume(runner: TetherAgent, execution_id: str, resume_value: Any) -> T
     return await drive(runner, journal, start_of(run.input))
 
 
-@_lease.leased_fork
-async def fork(
-    runner: TetherAgent,
-    execution_id: str,
-    checkpoint_id: str | None,
-    resume_value: Any,
-    *,
-    new_execution_id: str,
-) -> TetherRunResult:
-    store = runner.checkpointer
-    value, run, src = await rows.fork_point(
-        store, execution_id, runner.name, checkpoint_id, resume_value
-    )
+@leased_fork
+async def fork(runner: TetherAgent, point: ForkPoint) -> TetherRunResult:
+    store, value, src, execution_id = point.store, point.value, point.src, point.execution_id
     source = rows.source_of(src)
     if value is not None and source["status"] != "interrupted":
         raise rows.not_an_interrupt(src)
-    eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(runner)
     journal = Journal.from_state(store, eid, runner.segment, src.state_snapshot)
     if value is not None:
         node_input = source["node_input"]
@@ -133,7 +124,7 @@ async def fork(
     await journal.put(
         rows.fork_origin(eid, src, journal.state(), origin_input, agent_path=src.agent_path)
     )
-    return await drive(runner, journal, start_of(run.input))
+    return await drive(runner, journal, start_of(point.run.input))
 
 
 async def drive(runner: TetherAgent, journal: Journal, first: Start) -> TetherRunResult:

@@ -32,6 +32,7 @@ from ...checkpoint import Checkpoint
 from ...engine import lease as _lease
 from ...engine import rows
 from ...engine.claim import claim, claim_heartbeat
+from ...engine.fork import ForkPoint, leased_fork
 from ...errors import CorruptRecordError, InterruptSignal, StoreError
 from ...hooks import arecord_pause
 from ...interrupt import (
@@ -314,21 +315,10 @@ async def resume(
     )
 
 
-@_lease.leased_fork
-async def fork(
-    runner: TetherAgent[Any, Any],
-    execution_id: str,
-    checkpoint_id: str | None,
-    resume_value: Any,
-    options: DriveOptions,
-    *,
-    new_execution_id: str,
-) -> Any:
-    store = runner.checkpointer
-    value, run, src = await rows.fork_point(
-        store, execution_id, runner.name, checkpoint_id, resume_value
-    )
-    run_input = RunInput.from_json(run.input)
+@leased_fork
+async def fork(runner: TetherAgent[Any, Any], point: ForkPoint, options: DriveOptions) -> Any:
+    store, value, src, execution_id = point.store, point.value, point.src, point.execution_id
+    run_input = RunInput.from_json(point.run.input)
     source = rows.source_of(src)
     state = dict(src.state_snapshot)
     if source["status"] == "interrupted" and value is not None:
@@ -338,7 +328,7 @@ async def fork(
         state = _answered(state, key, answers_with(source["node_input"], value))
     elif value is not None:
         raise rows.not_an_interrupt(src)
-    eid = await _lease.acreate_branch_run(store, runner, run, src.checkpoint_id, new_execution_id)
+    eid = await point.create_branch(runner)
     origin_input = {"forked_from": execution_id, "source": source}
     await store.aput(rows.fork_origin(eid, src, state, origin_input, agent_path=runner.segment))
     return await _Drive(runner, store, eid, state, None).run(run_input, options)

@@ -1,0 +1,110 @@
+"""How a chain picks its next node: the order nodes were added, for a chain without edges;
+else its edges, tried in the order added, each with an optional condition and an optional
+bound on how often it is taken in one run (docs/design.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Condition", "Edge", "Routes"]
+
+Condition = Callable[[dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A route from ``source`` to ``target``.
+
+    Attributes:
+        condition: taken only when ``condition(state)`` is true; ``None`` means always.
+        max_iterations: for an edge that closes a cycle: how many times it may be taken in one
+            run. Once spent, the edge counts as false and routing falls through to the next
+            edge of the source (or ends the run if there is none). The count is checkpointed,
+            so the bound holds across crashes and resumes.
+    """
+
+    source: str
+    target: str
+    condition: Condition | None = None
+    max_iterations: int | None = None
+
+    @property
+    def counter_key(self) -> str:
+        return f"{self.source}->{self.target}"
+
+
+class Routes:
+    """The nodes of one chain in the order they were added, and its edges by source."""
+
+    def __init__(self) -> None:
+        self.edges: dict[str, list[Edge]] = {}
+        self.edge_count = 0
+        self._order: dict[str, int] = {}
+        self._sequence: list[str] = []
+
+    def add_node(self, node_id: str) -> None:
+        self._order[node_id] = len(self._order)
+        self._sequence.append(node_id)
+        self.edges.setdefault(node_id, [])
+
+    def add_edge(self, edge: Edge) -> None:
+        self.edges[edge.source].append(edge)
+        self.edge_count += 1
+
+    def node_index(self, node_id: str) -> int:
+        """The position ``node_id`` was added at (from 0); ``-1`` for an unknown id."""
+        return self._order.get(node_id, -1)
+
+    @property
+    def is_sequence(self) -> bool:
+        """True for a chain without edges: it runs its nodes in the order they were added."""
+        return self.edge_count == 0
+
+    def successors(self, node_id: str) -> list[str]:
+        """The nodes ``node_id`` may route to: its edges' targets, or for a chain without
+        edges the next node added."""
+        if self.is_sequence:
+            at = self._order[node_id]
+            return self._sequence[at + 1 : at + 2]
+        return [edge.target for edge in self.edges.get(node_id, ())]
+
+    def reachable_from(self, entry: str) -> set[str]:
+        """The nodes some route leads to from ``entry`` (whatever the edges' conditions),
+        ``entry`` included."""
+        seen = {entry}
+        todo = [entry]
+        while todo:
+            for target in self.successors(todo.pop()):
+                if target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        return seen
+
+    def route(self, node_id: str, state: dict[str, Any], counters: dict[str, int]) -> str | None:
+        """The node to run after ``node_id``; counts the edge taken in ``counters``.
+
+        Args:
+            node_id: the node that just ran.
+            state: the state it left, which conditions read.
+            counters: how often each bounded edge was taken in this run, keyed
+                ``source->target``; updated in place for the edge taken.
+
+        Returns:
+            The next node's id, or ``None`` when no edge is taken (the run ends).
+        """
+        if self.is_sequence:
+            following = self.successors(node_id)
+            return following[0] if following else None
+        for edge in self.edges.get(node_id, ()):
+            if edge.max_iterations is not None and counters.get(edge.counter_key, 0) >= (
+                edge.max_iterations
+            ):
+                continue
+            if edge.condition is not None and not edge.condition(state):
+                continue
+            if edge.max_iterations is not None:
+                counters[edge.counter_key] = counters.get(edge.counter_key, 0) + 1
+            return edge.target
+        return None
