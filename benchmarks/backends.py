@@ -105,7 +105,9 @@ class Handle(Protocol):
 
 
 class Backend(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The backend's label in the report."""
 
     def unavailable(self) -> str | None:
         """Why this backend cannot run here, or ``None``."""

@@ -128,11 +128,11 @@ def _tether_saver(handle: Handle) -> Iterator[tuple[Any, Any]]:
 
     def stored() -> tuple[int, int]:
         if spec["kind"] == "sqlite":
-            conn = sqlite3.connect(spec["path"])
+            lite = sqlite3.connect(spec["path"])
             try:
-                return _sqlite_bytes(conn, TETHER_TABLES)
+                return _sqlite_bytes(lite, TETHER_TABLES)
             finally:
-                conn.close()
+                lite.close()
         import psycopg
 
         with psycopg.connect(spec["dsn"], autocommit=True) as conn:
@@ -150,10 +150,10 @@ def _langgraph_saver(handle: Handle) -> Iterator[tuple[Any, Any]]:
         conn = sqlite3.connect(spec["path"] + ".langgraph", check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={spec['synchronous']}")
-        saver = SqliteSaver(conn)
-        saver.setup()
+        lite_saver = SqliteSaver(conn)
+        lite_saver.setup()
         try:
-            yield saver, lambda: _sqlite_bytes(conn, SQLITESAVER_TABLES)
+            yield lite_saver, lambda: _sqlite_bytes(conn, SQLITESAVER_TABLES)
         finally:
             conn.close()
         return

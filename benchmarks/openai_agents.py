@@ -32,7 +32,7 @@ OA_REQUESTS = 40
 @contextlib.contextmanager
 def _timing_journal(seconds: list[float]) -> Iterator[None]:
     """Add the time spent in the journal's encoders and commits to ``seconds[0]``."""
-    from tether.integrations.openai_agents import _calls, _journal
+    from tether.integrations.openai_agents import _calls, _codec, _journal
 
     def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
         def encode(*args: Any, **kw: Any) -> Any:
@@ -53,13 +53,14 @@ def _timing_journal(seconds: list[float]) -> Iterator[None]:
         finally:
             seconds[0] += time.perf_counter() - t
 
-    saved = (_calls.dump_response, _calls.dump_output)
-    _calls.dump_response, _calls.dump_output = timed(saved[0]), timed(saved[1])
+    # The codec functions as _calls looked them up at import; timed in _calls' own namespace.
+    saved = (_codec.dump_response, _codec.dump_output)
+    vars(_calls).update(dump_response=timed(saved[0]), dump_output=timed(saved[1]))
     _journal.Journal.record = timed_record  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _calls.dump_response, _calls.dump_output = saved
+        vars(_calls).update(dump_response=saved[0], dump_output=saved[1])
         _journal.Journal.record = record  # type: ignore[method-assign]
 
 

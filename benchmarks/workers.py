@@ -28,6 +28,7 @@ from pathlib import Path
 import psycopg
 
 import tether
+from tests.support.results import run_of
 from tests.workers.app import LEDGER_DDL
 from tests.workers.procs import spawn_worker, stop_all, wait_until
 
@@ -58,11 +59,12 @@ def throughput(workers: int, logs: Path) -> float:
     store = tether.connect(url)
     env = {"TETHER_TEST_STEP_SECONDS": "0"}  # measure the engine, not sleeping nodes
     procs = [
-        spawn_worker(url, logs, f"t{workers}-{i}", lease_seconds=10, **env) for i in range(workers)
+        spawn_worker(url, logs, f"t{workers}-{i}", lease_seconds=10, env=env)
+        for i in range(workers)
     ]
     try:
         tether.enqueue(store, "five", {"eid": "warm"}, execution_id="warm")
-        assert wait_until(lambda: store.get_run("warm").status == "completed", 60)
+        assert wait_until(lambda: run_of(store, "warm").status == "completed", 60)
         time.sleep(0.5)  # every worker has imported and connected
         ids = [f"r{i}" for i in range(BATCH)]
         started = time.perf_counter()
@@ -86,20 +88,20 @@ def failover(lease_seconds: float, logs: Path) -> tuple[float, float]:
     store = tether.connect(url)
     env = {"TETHER_TEST_SLOW_SECONDS": "0.2"}
     procs = [
-        spawn_worker(url, logs, f"f{i}", lease_seconds=lease_seconds, concurrency=1, **env)
+        spawn_worker(url, logs, f"f{i}", lease_seconds=lease_seconds, concurrency=1, env=env)
         for i in range(2)
     ]
     try:
         tether.enqueue(store, "slow", {}, execution_id="victim")
         assert wait_until(lambda: len(store.list("victim")) >= 1, 60, every=0.005)
-        owner = store.get_run("victim").owner
+        owner = run_of(store, "victim").owner
         assert owner is not None
         pid = int(owner.split(":")[1])
         os.kill(pid, signal.SIGKILL)
         killed = time.perf_counter()
         committed_before = len(store.list("victim"))
         assert wait_until(
-            lambda: (store.get_run("victim").owner or owner) != owner, 60, every=0.005
+            lambda: (run_of(store, "victim").owner or owner) != owner, 60, every=0.005
         )
         claimed = time.perf_counter() - killed
         assert wait_until(lambda: len(store.list("victim")) > committed_before, 60, every=0.005)

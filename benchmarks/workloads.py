@@ -498,7 +498,12 @@ def w5_agent(backend: Backend) -> Section:
         return section
     agent_cls = tether.Agent
     texts = _chunks(W5_TURNS, W5_MESSAGE_BYTES)
-    first, last, file_b, row_b, msg_b, grown = [], [], [], [], [], []
+    first: list[float] = []
+    last: list[float] = []
+    file_b: list[float] = []
+    row_b: list[float] = []
+    msg_b: list[float] = []
+    grown: list[float] = []
     for _ in range(REPS):
         with backend.fresh() as handle:
             handle.store.setup()  # Postgres creates its tables on first use

@@ -19,18 +19,10 @@ SRC = Path(tether.__file__).resolve().parent.parent
 MAX_MODULE_LINES = 500
 """A module past this many lines usually holds two ideas (STYLE.md, "Shape")."""
 
-OVERSIZED_FOR_NOW = {
-    # issue 16: the store's rewrite (every operation written once as a plan) shrinks these.
-    "tether.store.sqlite",
-    "tether.store.postgres",
-    "tether.store._postgres_io",
-}
+OVERSIZED_FOR_NOW: set[str] = set()
 """Modules allowed past :data:`MAX_MODULE_LINES` until the work that splits them lands."""
 
-CYCLES_FOR_NOW = {
-    # issue 16: the store's rewrite folds the lease statements into the Postgres SQL module.
-    frozenset({"tether.store._postgres_leases", "tether.store._postgres_sql"}),
-}
+CYCLES_FOR_NOW: set[frozenset[str]] = set()
 """Import cycles tolerated until the work that removes them lands."""
 
 PRIVATE_IMPORTS_FOR_NOW = {

@@ -11,6 +11,7 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
+from tests.support.results import question_of
 from tether import Chain, SerializationError, interrupt, serde
 from tether.errors import CorruptRecordError
 
@@ -237,7 +238,7 @@ def test_an_agent_tool_asking_with_an_unreadable_context_fails_the_run_clearly(s
     assert store.get_pending_interrupt(failed.execution_id) is None
     local["on"] = False
     paused = agent.resume(failed.execution_id)  # re-invokes the tool from its saved row
-    assert paused.status == "paused" and paused.pending_interrupt["context"] == {"order_id": "A-1"}
+    assert question_of(paused)["context"] == {"order_id": "A-1"}
     assert agent.resume(failed.execution_id, Resume(True)).status == "completed"
 
 

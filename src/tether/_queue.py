@@ -4,7 +4,7 @@ enqueue needs (one with run leases and the queue)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from . import _app_version
 from .engine.lease import id_to_create
@@ -13,7 +13,11 @@ from .errors import ConfigurationError
 from .store import LeaseStore
 from .store.base import Checkpointer
 
-__all__ = ["aenqueue", "enqueue", "lease_store"]
+__all__ = ["PRIORITY_MAX", "PRIORITY_MIN", "aenqueue", "enqueue", "lease_store"]
+
+#: The range of ``enqueue(priority=)``: Postgres stores it as a 32-bit INTEGER.
+PRIORITY_MIN: Final = -(2**31)
+PRIORITY_MAX: Final = 2**31 - 1
 
 
 def lease_store(url_or_store: str | Checkpointer) -> LeaseStore:
@@ -55,8 +59,16 @@ async def aenqueue(
         else _app_version.from_env()
     )
     eid = id_to_create(execution_id, "execution_id")
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):  # the column is a 32-bit INTEGER on Postgres (SQLite would take more: the same rule)
+        raise ConfigurationError(
+            f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX}, got {priority!r}"
+        )
     store = lease_store(store_or_url)
-    await store.aenqueue_run(eid, runner_name, input, priority=int(priority), app_version=version)
+    await store.aenqueue_run(eid, runner_name, input, priority=priority, app_version=version)
     return eid
 
 
@@ -80,7 +92,7 @@ def enqueue(
         runner_name: the name of the runner to start (as registered in the workers' registry).
         input: the run's input, exactly as ``runner.arun(input)`` would take it (JSON-able).
         execution_id: the run's id (default: a random one).
-        priority: higher starts first.
+        priority: higher starts first; an int from -2**31 to 2**31 - 1.
         app_version: the version of the code the run is meant for, so that only workers
             serving it start the run (default: ``TETHER_APP_VERSION``; without either, the
             first worker to claim it records its own). docs/design.md §13.
@@ -89,8 +101,8 @@ def enqueue(
         The run's execution_id.
 
     Raises:
-        ConfigurationError: no runner name, an execution_id that is not a non-empty str, or a
-            store without the queue.
+        ConfigurationError: no runner name, an execution_id that is not a non-empty str, a
+            priority that is not an int in the 32-bit range, or a store without the queue.
         SerializationError: the input cannot be stored as JSON (nothing written).
     """
     return run_sync(

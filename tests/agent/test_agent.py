@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from tests.agent.agents import Verdict, make_agent, tool_log
+from tests.support.results import question_of
 from tether.agent import MaxTurnsExceeded, OutputValidationError
 from tether.errors import AlreadyResumed, ChainResumeError
 from tether.interrupt import Resume
 from tether.llm.messages import Message
-from tether.testing import ScriptedLLM
+from tether.testing import Reply, ScriptedLLM
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +98,7 @@ async def test_bad_arguments_and_unknown_tool_go_back_to_the_model(store: Any) -
 async def test_pause_in_first_of_three_tools_answers_siblings_as_not_run(
     store: Any, _tool_log: Path
 ) -> None:
-    script = [
+    script: list[Reply] = [
         [
             {"name": "approve", "arguments": {"amount": 900}},
             {"name": "lookup", "arguments": {"order_id": "A-1"}},
@@ -159,7 +160,7 @@ async def test_tool_failure_fails_run_and_resume_reinvokes_the_tool_without_the_
 async def test_max_turns_fails_with_clear_error_and_resume_does_not_rerun_tools(
     store: Any, _tool_log: Path
 ) -> None:
-    script = [[{"name": "add", "arguments": {"a": i, "b": 1}}] for i in range(5)]
+    script: list[Reply] = [[{"name": "add", "arguments": {"a": i, "b": 1}}] for i in range(5)]
     agent = make_agent("plain", ScriptedLLM(script), store, max_turns=2)
     result = await agent.arun("loop", execution_id="m1")
     assert result.status == "failed" and isinstance(result.error, MaxTurnsExceeded)
@@ -291,10 +292,10 @@ async def test_fork_takes_the_runner_neutral_state_updates_but_refuses_edits(sto
 async def test_resume_scoped_to_an_agent_path_guards_like_the_composite_runners(
     store: Any, _tool_log: Path
 ) -> None:
-    script = [[{"name": "approve", "arguments": {"amount": 900}}], "approved"]
+    script: list[Reply] = [[{"name": "approve", "arguments": {"amount": 900}}], "approved"]
     agent = make_agent("plain", ScriptedLLM(script, resume_aware=True), store)
     paused = await agent.arun("refund 900", execution_id="ap1")
-    assert paused.pending_interrupt["agent_path"] == "agent:helper/tool:approve"
+    assert question_of(paused)["agent_path"] == "agent:helper/tool:approve"
     elsewhere = "agent:helper/tool:lookup"
     with pytest.raises(AlreadyResumed, match="no pending interrupt under"):
         await agent.aresume("ap1", Resume(approved=True), agent_path=elsewhere)
@@ -308,7 +309,7 @@ async def test_resume_scoped_to_an_agent_path_guards_like_the_composite_runners(
 
 
 async def test_resume_scoped_to_the_agent_itself_continues_a_crashed_run(store: Any) -> None:
-    script = [[{"name": "boom", "arguments": {"x": 1}}], "recovered"]
+    script: list[Reply] = [[{"name": "boom", "arguments": {"x": 1}}], "recovered"]
     agent = make_agent("plain", ScriptedLLM(script, resume_aware=True), store)
     failed = await agent.arun("go", execution_id="ap2")
     assert failed.status == "failed"

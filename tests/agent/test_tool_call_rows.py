@@ -48,12 +48,12 @@ def _node_input_bytes(store: Any, eid: str) -> dict[str, int]:
             }
     import sqlite3
 
-    conn = sqlite3.connect(store.path)
+    lite = sqlite3.connect(store.path)
     try:
         sql = "SELECT checkpoint_id, length(node_input) FROM checkpoints WHERE execution_id = ?"
-        return {cid: n or 0 for cid, n in conn.execute(sql, (eid,))}
+        return {cid: n or 0 for cid, n in lite.execute(sql, (eid,))}
     finally:
-        conn.close()
+        lite.close()
 
 
 def _expected_inputs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

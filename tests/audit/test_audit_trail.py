@@ -4,6 +4,7 @@ recorded with the run, in the transaction that stores it, and goes when the run 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -146,7 +147,7 @@ def test_an_entry_the_store_cannot_write_leaves_the_answer_unstored_too(store):
     eid = _paused(store)
     pending = store.get_pending_interrupt(eid)
     unstorable = AuditEntry(eid, "approved", "cli", "alice", data=object())
-    value = {"approved": True, "data": None, "metadata": {}}
+    value: dict[str, Any] = {"approved": True, "data": None, "metadata": {}}
     with pytest.raises(SerializationError):
         store.answer_interrupt(eid, value, checkpoint_id=pending.checkpoint_id, audit=unstorable)
     with pytest.raises(SerializationError):

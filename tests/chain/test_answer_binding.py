@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 import tether
 from tests.cli.test_cli import tether_cli
 from tests.support.answers_app import approvals, effects
+from tests.support.results import question_of
 from tests.web.conftest import TOKEN, bearer, csrf_of, login
 from tether import InterruptChangedError, Resume
 from tether.registry import Registry
@@ -45,9 +46,9 @@ def _moved_on(store: Any, eid: str) -> tuple[str, str]:
     refund = store.get_pending_interrupt(eid)
     assert refund.reason == "refund"
     again = chain.resume(eid, Resume(approved=True, checkpoint_id=refund.checkpoint_id))
-    assert again.status == "paused" and again.pending_interrupt["reason"] == "wire"
+    assert question_of(again)["reason"] == "wire"
     wire = store.get_pending_interrupt(eid)
-    assert again.pending_interrupt["checkpoint_id"] == wire.checkpoint_id
+    assert question_of(again)["checkpoint_id"] == wire.checkpoint_id
     return refund.checkpoint_id, wire.checkpoint_id
 
 
@@ -228,6 +229,6 @@ def test_answers_racing_a_run_that_moves_on_never_land_on_the_next_question(
         if again is None:
             assert sum(stored) == 1 and pending.checkpoint_id == refund
             continue
-        assert sum(stored) == 0 and again.pending_interrupt["reason"] == "wire"
+        assert sum(stored) == 0 and question_of(again)["reason"] == "wire"
         _wire_unanswered(store, eid, pending.checkpoint_id)
     assert "wire A-1" not in effects(steps)

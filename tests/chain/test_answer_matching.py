@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.answers_app import effects
 from tests.support.proc import run_module
-from tether import Chain, ChainResumeError, Checkpoint, Resume, RunRecord, interrupt
+from tests.support.results import question_of
+from tether import Chain, ChainResult, ChainResumeError, Checkpoint, Resume, RunRecord, interrupt
 
 APP = "tests.support.answers_app"
 
@@ -41,7 +42,7 @@ def _gather_chain(store, order, executed):
 
 
 def test_a_question_asked_first_on_re_execution_pauses_and_never_takes_another_answer(store):
-    order, executed = ["refund"], []
+    order, executed = ["refund"], list[str]()
     chain = _gather_chain(store, order, executed)
     paused = chain.run({})
     assert paused.pending_interrupt["reason"] == "refund"
@@ -66,7 +67,7 @@ def test_questions_sharing_a_reason_are_told_apart_by_key_and_repeats_answered_i
     """Items asked in a data-dependent order are told apart by ``key=``; one question asked
     twice (same reason, no key) is answered round by round, the first answer first."""
     items = {"order": ["A-1", "B-2", "C-3"]}
-    approved_items = []
+    approved_items: list[str] = []
 
     def approve_items(state):
         answers = {}
@@ -82,14 +83,14 @@ def test_questions_sharing_a_reason_are_told_apart_by_key_and_repeats_answered_i
     asked = []
     verdicts = {"A-1": True, "B-2": False, "C-3": True, 0: False, 1: True}
     orders = [["C-3", "A-1", "B-2"], ["B-2", "C-3", "A-1"], ["A-1", "B-2", "C-3"]] * 2
-    result = None
+    result: ChainResult | None = None
     for order in orders[:5]:
         context = store.get_pending_interrupt(eid).context
         question = context.get("item", context.get("round"))
         asked.append(question)
         items["order"] = order  # the data comes back in another order on every execution
         result = chain.resume(eid, Resume(verdicts[question]))
-    assert result.status == "completed"
+    assert result is not None and result.status == "completed"
     assert asked == ["A-1", "C-3", "B-2", 0, 1]  # each pause asks the first unanswered one
     assert result.output == {"approved": ["A-1", "C-3"], "rounds": [False, True]}
     assert approved_items == ["A-1", "C-3"]
@@ -110,7 +111,7 @@ def test_an_answer_to_a_question_no_longer_asked_is_recorded_unused_and_never_re
     eid = chain.run({}).execution_id
     asks["refund"] = False  # the re-executed node takes another path
     again = chain.resume(eid, Resume(True))
-    assert again.pending_interrupt["reason"] == "wire" and seen == []
+    assert question_of(again)["reason"] == "wire" and seen == []
     with caplog.at_level(logging.WARNING, logger="tether.interrupt"):
         done = chain.resume(eid, Resume(False))
     assert done.status == "completed" and seen == [("wire", False)]
@@ -121,7 +122,7 @@ def test_an_answer_to_a_question_no_longer_asked_is_recorded_unused_and_never_re
 
 
 def test_a_fork_with_a_resume_value_answers_the_question_of_the_row_it_branches_from(store):
-    order, executed = ["refund"], []
+    order, executed = ["refund"], list[str]()
     chain = _gather_chain(store, order, executed)
     eid = chain.run({}).execution_id
     order[0] = "wire"
@@ -166,7 +167,7 @@ def test_rows_of_an_older_tether_keep_their_positional_answers(store):
         )
     )
     again = chain.resume(eid, Resume(True))
-    assert again.status == "paused" and again.pending_interrupt["reason"] == "third"
+    assert question_of(again)["reason"] == "third"
     row = store.get_last(eid).node_input
     assert row["interrupt"] == {"reason": "third", "key": None, "occurrence": 0}
     kept = [("interrupt" in a, a["approved"]) for a in row["answers"]]
@@ -184,20 +185,21 @@ def test_an_answer_claimed_by_a_resumer_that_died_answers_only_its_own_question(
     pause at the wire, not approve it."""
     steps = str(tmp_path / "steps.txt")
     env = {"TETHER_DATABASE_URL": db_url, "TETHER_TEST_STEPS": steps}
-    _, out, _ = run_module(APP, ["approvals", "run", "e1"], **env)
-    assert out["status"] == "paused" and out["pending"]["reason"] == "refund"
+    _, out, _ = run_module(APP, ["approvals", "run", "e1"], env=env)
+    assert out is not None and out["status"] == "paused" and out["pending"]["reason"] == "refund"
     code, _, _ = run_module(
-        APP, ["approvals", "resume", "e1", "approve"], fault="chain.after_claim", **env
+        APP, ["approvals", "resume", "e1", "approve"], fault="chain.after_claim", env=env
     )
     assert code == -signal.SIGKILL
     assert store.get_pending_interrupt("e1").resume_value["approved"] is True
 
     env["TETHER_TEST_ASK_ORDER"] = "wire,refund"
-    _, out, _ = run_module(APP, ["approvals", "resume", "e1"], **env)
-    assert out["status"] == "paused" and out["pending"]["reason"] == "wire", out
+    _, out, _ = run_module(APP, ["approvals", "resume", "e1"], env=env)
+    assert out is not None and out["status"] == "paused", out
+    assert out["pending"]["reason"] == "wire", out
     assert effects(steps) == []
-    _, out, _ = run_module(APP, ["approvals", "resume", "e1", "reject"], **env)
-    assert out["status"] == "completed", out
+    _, out, _ = run_module(APP, ["approvals", "resume", "e1", "reject"], env=env)
+    assert out is not None and out["status"] == "completed", out
     assert out["output"] == {"order_id": "A-1", "refund": True, "wire": False}
     assert effects(steps) == ["refund A-1"]
 

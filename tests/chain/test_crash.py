@@ -49,9 +49,9 @@ def test_crash_before_pause_then_resume_from_another_process(
     code, _ = run_child([db_url, "orders", "run", eid, json.dumps(ORDER)], fault=fault, **files)
     assert code == -signal.SIGKILL
     code, out = run_child([db_url, "orders", "resume", eid], **files)
-    assert out["status"] == "paused", out
+    assert out is not None and out["status"] == "paused", out
     code, out = run_child([db_url, "orders", "resume", eid, "approve"], **files)
-    assert out["status"] == "completed", out
+    assert out is not None and out["status"] == "completed", out
 
     status, last = _final(store, eid)
     assert status == "completed" and last.state_snapshot["log"] == EXPECTED_LOG
@@ -71,7 +71,7 @@ def test_crash_before_pause_then_resume_from_another_process(
 def test_crash_after_claim_does_not_strand_the_run_and_keeps_the_answer(store, db_url, files):
     eid = "crash-after-claim"
     _, out = run_child([db_url, "orders", "run", eid, json.dumps(ORDER)], **files)
-    assert out["status"] == "paused"
+    assert out is not None and out["status"] == "paused"
     code, _ = run_child(
         [db_url, "orders", "resume", eid, "reject"], fault="chain.after_claim", **files
     )
@@ -83,7 +83,7 @@ def test_crash_after_claim_does_not_strand_the_run_and_keeps_the_answer(store, d
     assert out == {"status": "error", "error": "AlreadyResumed"}
     # Resuming without a value picks up the given answer from the dead claimer.
     _, out = run_child([db_url, "orders", "resume", eid], **files)
-    assert out["status"] == "completed"
+    assert out is not None and out["status"] == "completed"
     _status, last = _final(store, eid)
     assert last.state_snapshot["rejected"] is True and "approved" in last.state_snapshot
     assert last.state_snapshot["approved"] is False
@@ -98,7 +98,7 @@ def test_crash_inside_resumed_node_before_commit(store, db_url, files):
     )
     assert code == -signal.SIGKILL
     _, out = run_child([db_url, "orders", "resume", eid], **files)
-    assert out["status"] == "completed"
+    assert out is not None and out["status"] == "completed"
     assert _final(store, eid)[1].state_snapshot["log"] == EXPECTED_LOG
     assert read_lines(files["TETHER_TEST_LEDGER"]) == ["charge A-1 500"]
 
@@ -112,7 +112,7 @@ def test_crash_before_run_end_only_writes_the_run_end(store, db_url, files):
     assert code == -signal.SIGKILL
     assert store.get_run(eid).status == "running"
     _, out = run_child([db_url, "orders", "resume", eid], **files)
-    assert out["status"] == "completed"
+    assert out is not None and out["status"] == "completed"
     assert Counter(read_lines(files["TETHER_TEST_STEPS"])) == {
         "validate": 1,
         "charge": 1,

@@ -148,9 +148,9 @@ def test_a_refused_resume_leaves_a_failed_run_failed_with_its_error(store, refus
 
 
 def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_path):
-    """Statement by statement: the lease take (one commit, reading the run), the resumable
-    row and its state chain (two reads), the status, then per step one INSERT and no read; the
-    run's end gives the lease back in its own commit."""
+    """Statement by statement: the lease take (one statement), the resumable row and its state
+    chain (two reads), the status, then per step one INSERT and no read; the run's end gives
+    the lease back in its own commit."""
     store = tether.SQLiteCheckpointer(str(tmp_path / "t.db"))
     fail_at = {5}
     chain = _failing_chain(store, 8, fail_at, "counted")
@@ -159,15 +159,17 @@ def test_a_sqlite_resume_and_its_steps_read_and_commit_what_the_design_says(tmp_
     statements: list[str] = []
     store._conn().set_trace_callback(lambda sql: statements.append(sql.split()[0].upper()))
     assert chain.resume(eid).status == "completed"
-    assert statements[:4] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]  # the lease take
+    # the lease take of a free run: one compare-and-set UPDATE, a transaction of its own
+    assert statements[0] == "UPDATE"
     # two reads: the two newest rows, then their state chain (seq, kind and state only)
-    assert statements[4:6] == ["SELECT", "SELECT"]
-    # the failed run set running once nothing can refuse the resume any more
-    assert statements[6:9] == ["BEGIN", "UPDATE", "COMMIT"]
+    assert statements[1:3] == ["SELECT", "SELECT"]
+    # the failed run set running once nothing can refuse the resume any more: one statement,
+    # a transaction of its own
+    assert statements[3] == "UPDATE"
     # n5, n6, n7: one INSERT each, a transaction of its own, and no read in between
-    assert statements[9:12] == ["INSERT", "INSERT", "INSERT"]
-    # the run's end: its row, its status and the lease given back, in one commit
-    assert statements[12:] == ["BEGIN", "INSERT", "UPDATE", "UPDATE", "COMMIT"]
+    assert statements[4:7] == ["INSERT", "INSERT", "INSERT"]
+    # the run's end: its row, then its status with the lease given back, in one commit
+    assert statements[7:] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
     store.close()
 
 

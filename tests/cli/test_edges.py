@@ -97,9 +97,13 @@ def test_an_unreachable_database_fails_in_seconds_with_one_line(tmp_path):
 
     require_postgres()
     base = PG_DSN.rsplit("/", 1)[0]
-    for url in (f"{base}/no_such_db_i20", "postgresql://postgres@127.0.0.1:1/test"):
+    commands = [("runs", "list"), ("db", "migrate"), ("enqueue", "orders", "{}")]
+    urls = (f"{base}/no_such_db_i20", "postgresql://postgres@127.0.0.1:1/test")
+    # `db migrate` and `enqueue` (which create a missing store) waited 30 s on a database that
+    # does not exist, printing psycopg_pool's retries: 330 lines.
+    for url, command in [(u, c) for u in urls for c in commands]:
         started = time.monotonic()
-        proc = tether_cli(url, "runs", "list")
+        proc = tether_cli(url, *command)
         took = time.monotonic() - started
         assert proc.returncode == 5, proc.stderr
         line = _one_line(proc.stderr)

@@ -11,10 +11,11 @@ import pytest
 
 from tests.cli.test_cli import APP, as_json, completed_run, paused_run, tether_cli
 from tests.support.proc import run_child
+from tests.support.results import run_of
 from tests.support.stale_child import build as stuck_chain
 from tests.support.stale_child import start_stuck
 from tests.support.waiting import wait_for
-from tether import Checkpointer
+from tether import Checkpointer, RunRecord
 from tether._stale import staleness
 
 
@@ -61,7 +62,7 @@ def test_a_run_whose_lease_lapsed_says_when_it_lapsed(
 ) -> None:
     proc = start_stuck(db_url, "stuck-2", 1, tmp_path)
     try:  # killed after its heartbeat renewed the 1 s lease at least once
-        wait_for(lambda: store.get_run("stuck-2").lease_expires_at, "a lease renewal")
+        wait_for(lambda: run_of(store, "stuck-2").lease_expires_at, "a lease renewal")
     finally:
         proc.kill()
         proc.wait()
@@ -74,6 +75,7 @@ def test_a_run_whose_lease_lapsed_says_when_it_lapsed(
         ),
         "the lease of stuck-2 to lapse",
     )
+    assert isinstance(run, RunRecord)
     at = f"{run.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC"
     row = listed(db_url, "stuck-2")
     assert row["stale"] is True and row["stale_reason"] == "lease_lapsed"
@@ -156,7 +158,7 @@ def test_resume_after_a_crash_reports_a_first_pause_without_again(
         [db_url, "orders", "run", "crashed-1", '{"order_id": "C-1", "amount": 500}'],
         fault="chain.after_commit",
     )
-    assert code != 0 and store.get_run("crashed-1").status == "running"
+    assert code != 0 and run_of(store, "crashed-1").status == "running"
     resumed = tether_cli(db_url, "resume", "crashed-1", "--app", APP)
     assert resumed.returncode == 0, resumed.stderr
     assert "paused at review (manager_approval)" in resumed.stdout

@@ -15,6 +15,7 @@ import pytest
 import tether
 from tests.hostile.conftest import raw_sql
 from tests.support.proc import ROOT, child_env
+from tests.support.results import question_of
 from tests.support.waiting import wait_for
 from tests.workers.procs import spawn_worker, stop_all
 from tether import Chain, Resume, interrupt
@@ -60,7 +61,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_cancelled_paused_run_leaves_the_inbox_and_a_late_answer_is_refused(store, db_url):
     chain = _approval_chain(store)
     paused = chain.run({})
-    eid, question = paused.execution_id, paused.pending_interrupt["checkpoint_id"]
+    eid, question = paused.execution_id, question_of(paused)["checkpoint_id"]
 
     done = _cli("cancel", eid, "--reason", "duplicate request", "--by", "alice", "--db", db_url)
     assert done.returncode == 0, done.stderr
@@ -128,7 +129,12 @@ def test_a_cancelled_queued_run_is_never_started_by_a_worker(store_and_url, tmp_
     gone = tether.enqueue(store, "steps", {"eid": "gone"}, execution_id="gone")
     assert tether.cancel(gone, reason="not needed", store=store).status_before == "queued"
     worker = spawn_worker(
-        url, tmp_path, "w", lease_seconds=LEASE_SECONDS, app=APP, TETHER_TEST_STEP_SECONDS="0"
+        url,
+        tmp_path,
+        "w",
+        lease_seconds=LEASE_SECONDS,
+        app=APP,
+        env={"TETHER_TEST_STEP_SECONDS": "0"},
     )
     try:
         wait_for(lambda: store.get_run(kept).finished_at, "the other run to finish", 30)
@@ -150,7 +156,12 @@ def test_a_run_in_a_worker_process_stops_at_the_next_step_boundary_with_effects_
     _ledger(store)  # creates the table the steps write to
     eid = tether.enqueue(store, runner, {"eid": "r"}, execution_id="r")
     worker = spawn_worker(
-        url, tmp_path, "w", lease_seconds=LEASE_SECONDS, app=APP, TETHER_TEST_STEP_SECONDS="1.0"
+        url,
+        tmp_path,
+        "w",
+        lease_seconds=LEASE_SECONDS,
+        app=APP,
+        env={"TETHER_TEST_STEP_SECONDS": "1.0"},
     )
     try:
         wait_for(lambda: "started:n2" in _ledger(store), "step n2 to start", 30)

@@ -17,6 +17,7 @@ import pytest
 import tether
 from tests.control.test_cancel import APP
 from tests.support.proc import ROOT, child_env
+from tests.support.results import question_of
 from tests.support.waiting import wait_for
 from tests.workers.procs import spawn_worker, stop_all
 from tether import Chain, Resume, interrupt
@@ -165,7 +166,7 @@ def test_on_pending_tells_a_callback_and_a_webhook_of_each_new_question(store):
     assert pending.execution_id == paused.execution_id and pending.due_at is not None
     [body] = _Hook.received
     assert body["event"] == "interrupt.pending" and body["context"] == {"n": 1}
-    assert body["checkpoint_id"] == paused.pending_interrupt["checkpoint_id"]
+    assert body["checkpoint_id"] == question_of(paused)["checkpoint_id"]
     assert body["due_at"] is not None
     with pytest.raises(tether.ConfigurationError):
         tether.on_pending(webhook_url="file:///etc/passwd")

@@ -28,7 +28,13 @@ def test_a_node_past_its_timeout_fails_the_run_in_a_worker_which_goes_on_and_res
     eid = tether.enqueue(store, runner, {"eid": "t", "slow": True}, execution_id="t")
     other = tether.enqueue(store, "steps_async", {"eid": "o"}, execution_id="o")
     worker = spawn_worker(
-        url, tmp_path, "w", lease_seconds=3, concurrency=2, app=APP, TETHER_TEST_STEP_SECONDS="0"
+        url,
+        tmp_path,
+        "w",
+        lease_seconds=3,
+        concurrency=2,
+        app=APP,
+        env={"TETHER_TEST_STEP_SECONDS": "0"},
     )
     try:
         failed = wait_for(lambda: store.get_run(eid).status == "failed", "the timeout", 30)
@@ -97,7 +103,7 @@ class _SlowModel:
 
 def test_a_model_call_past_its_timeout_fails_and_a_resume_asks_again(store):
     model = _SlowModel()
-    agent = Agent("writer", llm=model, checkpointer=store, model_timeout_seconds=0.2)  # type: ignore[arg-type]
+    agent = Agent("writer", llm=model, checkpointer=store, model_timeout_seconds=0.2)
     first = agent.run("write")
     assert first.status == "failed" and isinstance(first.error, tether.StepTimeoutError)
     assert first.error.step == "model call of agent 'writer'"

@@ -15,6 +15,7 @@ from tests.cli.test_changed_code import _stop, _worker
 from tests.cli.test_cli import tether_cli
 from tests.support.answers_app import effects
 from tests.support.proc import run_module
+from tests.support.results import run_of
 from tests.support.waiting import wait_for
 from tether import Agent, Chain
 from tether.errors import ConfigurationError
@@ -31,16 +32,18 @@ NEW = {
 }
 
 
-def _start(db_url: str, runner: str, eid: str, steps: str, **env: str) -> dict[str, Any] | None:
+def _start(db_url: str, runner: str, eid: str, steps: str, **env: str) -> dict[str, Any]:
     code, out, _ = run_module(
         "tests.support.answers_app",
         [runner, "run", eid],
+        env={**OLD, **env},
         TETHER_DATABASE_URL=db_url,
         TETHER_TEST_STEPS=steps,
-        **OLD,
-        **env,
     )
-    return out if code == 0 else {"killed": code}
+    if code != 0:
+        return {"killed": code}
+    assert out is not None, "the child printed no result"
+    return out
 
 
 def test_a_renamed_tool_and_node_carry_paused_and_crashed_runs_to_the_new_code(
@@ -62,9 +65,9 @@ def test_a_renamed_tool_and_node_carry_paused_and_crashed_runs_to_the_new_code(
     _, out, _ = run_module(
         "tests.support.answers_app",
         ["receipts", "resume", "node-paused", "approve"],
+        env=NEW,
         TETHER_DATABASE_URL=db_url,
         TETHER_TEST_STEPS=steps,
-        **NEW,
     )
     assert out is not None and out["status"] == "completed", out
 
@@ -74,7 +77,11 @@ def test_a_renamed_tool_and_node_carry_paused_and_crashed_runs_to_the_new_code(
     )
     try:
         for eid in ("tool-paused", "crashed"):
-            wait_for(lambda e=eid: store.get_run(e).status == "completed", f"{eid} to finish", 60)
+
+            def finished(eid: str = eid) -> bool:
+                return run_of(store, eid).status == "completed"
+
+            wait_for(finished, f"{eid} to finish", 60)
     finally:
         _stop(worker)
     assert "MissingStepError" not in (tmp_path / "new.log").read_text()
@@ -93,8 +100,8 @@ def test_without_the_map_the_new_code_refuses_naming_the_step_and_the_fix(
     _, out, _ = run_module(
         "tests.support.answers_app",
         ["receipts", "resume", "r1", "approve"],
+        env=unmapped,
         TETHER_DATABASE_URL=db_url,
-        **unmapped,
     )
     assert out is not None and out["error_type"] == "MissingStepError", out
     assert "node 'review'" in out["error"] and "renamed={old: new}" in out["error"]

@@ -25,8 +25,9 @@ from tether.store._listing import RunsQuery
 
 def _paused(db_url: str, eid: str, **env: str) -> None:
     """Start the ``desk`` agent in a fresh process until it pauses in its approval tool."""
-    env = {"TETHER_DATABASE_URL": db_url, **env}
-    _, out, _ = run_module("tests.support.answers_app", ["desk", "run", eid], **env)
+    _, out, _ = run_module(
+        "tests.support.answers_app", ["desk", "run", eid], env=env, TETHER_DATABASE_URL=db_url
+    )
     assert out is not None and out["status"] == "paused", out
 
 
@@ -90,7 +91,7 @@ def test_bad_versions_are_refused_with_the_reason() -> None:
     with pytest.raises(ConfigurationError, match="needs a version of this code"):
         Registry(compatible_versions=["1.4"])
     with pytest.raises(ConfigurationError, match="list of versions"):
-        Registry(version="1.5", compatible_versions="1.4")  # type: ignore[arg-type]
+        Registry(version="1.5", compatible_versions="1.4")
     assert Registry(version="1.5", compatible_versions=["1.4"]).served_versions() == ["1.5", "1.4"]
 
 

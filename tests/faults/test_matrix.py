@@ -179,7 +179,7 @@ class Ctx:
 
 
 @pytest.fixture
-def ctx(fork_server, policy_stub, matrix_store, tmp_path) -> Ctx:  # type: ignore[no-untyped-def]
+def ctx(fork_server, policy_stub, matrix_store, tmp_path) -> Ctx:
     return Ctx(fork_server, policy_stub, matrix_store, tmp_path)
 
 

@@ -176,7 +176,7 @@ def test_resume_after_any_crashes_reaches_the_crash_free_final_state_full(
 
 
 @pytest.fixture
-def sigkill_env(fork_server, policy_stub, tmp_path):  # type: ignore[no-untyped-def]
+def sigkill_env(fork_server, policy_stub, tmp_path):
     db = tmp_path / "t.db"
     store = SQLiteCheckpointer(db)
     yield fork_server, policy_stub, store, f"sqlite:///{db}", tmp_path

@@ -11,6 +11,7 @@ import pytest
 from tests.cli.test_cli import tether_cli
 from tests.hostile.conftest import counts, raw_sql
 from tests.hostile.test_records import paused_chain, reopen
+from tether import Resume
 from tether.errors import CorruptRecordError
 
 # (table, column, value): what a bad restore or a hand edit leaves. Postgres types its text
@@ -55,3 +56,27 @@ def check_named(store: Any, db_url: str, table: str, column: str, value: Any) ->
     assert proc.returncode == 5, proc.stderr
     assert "CorruptRecordError" in proc.stderr and column in proc.stderr and eid in proc.stderr
     assert counts(store) == before
+
+
+def test_a_damaged_run_can_be_deleted_confirmed_and_pruned(store: Any, db_url: str) -> None:
+    # `tether runs delete` read the run first and stopped at its CorruptRecordError, so the
+    # only way to remove a damaged run was SQL by hand; `tether prune` stopped at the first
+    # damaged finished run, deleting nothing.
+    sql = raw_sql(store)
+    doomed = paused_chain(store).run({}).execution_id
+    sql("UPDATE {t}runs SET input = ? WHERE execution_id = ?", (b"{not json", doomed))
+    refused = tether_cli(db_url, "runs", "delete", doomed)  # no terminal, no --yes
+    assert refused.returncode == 4 and "damaged" in refused.stderr and "--yes" in refused.stderr
+    assert sql("SELECT COUNT(*) FROM {t}runs WHERE execution_id = ?", (doomed,)) == [(1,)]
+    deleted = tether_cli(db_url, "runs", "delete", doomed, "--yes")
+    assert deleted.returncode == 0, deleted.stderr
+    assert sql("SELECT COUNT(*) FROM {t}checkpoints WHERE execution_id = ?", (doomed,)) == [(0,)]
+    chain = paused_chain(store)
+    finished = [chain.resume(chain.run({}).execution_id, Resume(True)) for _ in range(2)]
+    sql(
+        "UPDATE {t}runs SET input = ? WHERE execution_id = ?",
+        (b"{not json", finished[0].execution_id),
+    )
+    pruned = tether_cli(db_url, "prune", "--older-than", "0s")
+    assert pruned.returncode == 0, pruned.stderr
+    assert [r.execution_id for r in store.list_runs()] == []

@@ -44,3 +44,19 @@ def test_a_run_fork_or_enqueue_with_an_execution_id_that_is_not_a_non_empty_str_
             start()
         assert repr(eid) in str(info.value), (verb, info.value)
     assert counts(store) == before
+
+
+@pytest.mark.parametrize("priority", ["high", 2**31, -(2**31) - 1, 1.5, True, None])
+def test_enqueue_with_a_priority_outside_the_32_bit_int_range_is_refused_on_both_backends(
+    store: Any, priority: Any
+) -> None:
+    # 2**40 was stored on SQLite and refused by Postgres as a RecordRejectedError (a store
+    # error, the CLI's exit 5); "high" and None were a ValueError / TypeError.
+    _chain(store).run({}, execution_id="good")
+    before = counts(store)
+    with pytest.raises(ConfigurationError, match="priority must be an int") as info:
+        tether.enqueue(store, "ids", {}, priority=priority)
+    assert repr(priority) in str(info.value)
+    assert counts(store) == before
+    for edge in (2**31 - 1, -(2**31)):
+        tether.enqueue(store, "ids", {}, priority=edge)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.results import run_of
 from tether import Chain
 from tether.errors import CorruptRecordError, StoreError, StoreUnavailableError
 from tether.store.sqlite import SQLiteCheckpointer
@@ -47,8 +48,12 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def growing_chain(store: Any, steps: int = 40, chunk: int = 16 * 1024) -> Chain:
     """``steps`` nodes in a row, each adding ``chunk`` bytes of fresh state."""
     chain = Chain("grow", store)
+
+    def fresh_bytes(key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return lambda s: {key: os.urandom(chunk // 2).hex()}
+
     for i in range(steps):
-        chain.add_node(f"s{i}", lambda s, i=i: {f"k{i}": os.urandom(chunk // 2).hex()})
+        chain.add_node(f"s{i}", fresh_bytes(f"k{i}"))
         if i:
             chain.add_edge(f"s{i - 1}", f"s{i}")
     return chain
@@ -73,7 +78,7 @@ def test_disk_full_mid_run_is_a_store_error_commits_nothing_half_and_resumes_onc
     for row in rows:
         index = int(row.node_id[1:])
         assert sorted(row.state_snapshot) == sorted(f"k{i}" for i in range(index + 1))
-    assert store.get_run("full").status == "running"
+    assert run_of(store, "full").status == "running"
     committed = len(rows)
     assert 0 < committed < 40
 
@@ -83,7 +88,7 @@ def test_disk_full_mid_run_is_a_store_error_commits_nothing_half_and_resumes_onc
     assert done.status == "completed" and len(done.output) == 40
     rows = reader.list("full")
     assert len(rows) == 41 and rows[committed - 1].node_id == f"s{committed - 1}"
-    assert store.get_run("full").status == "completed"
+    assert run_of(store, "full").status == "completed"
     reader.close()
     store.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -27,10 +28,10 @@ LOOKUP = ToolSpec(
 )
 
 
-def make_llm(stub: StubServer, **kwargs: object) -> AnthropicMessages:
-    options: dict[str, object] = {"base_url": stub.url, "api_key": API_KEY, "max_retries": 0}
+def make_llm(stub: StubServer, **kwargs: Any) -> AnthropicMessages:
+    options: dict[str, Any] = {"base_url": stub.url, "api_key": API_KEY, "max_retries": 0}
     options.update(kwargs)
-    return AnthropicMessages("claude-test", **options)  # type: ignore[arg-type]
+    return AnthropicMessages("claude-test", **options)
 
 
 async def test_text_answer_round_trips_with_system_prompt_lifted(stub: StubServer) -> None:

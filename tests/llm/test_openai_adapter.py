@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import openai
 import pytest
@@ -30,14 +31,14 @@ WEATHER = ToolSpec(
 )
 
 
-def make_llm(stub: StubServer, **kwargs: object) -> OpenAIChat:
-    options: dict[str, object] = {
+def make_llm(stub: StubServer, **kwargs: Any) -> OpenAIChat:
+    options: dict[str, Any] = {
         "base_url": stub.url + "/v1",
         "api_key": API_KEY,
         "max_retries": 0,
     }
     options.update(kwargs)
-    return OpenAIChat("gpt-test", **options)  # type: ignore[arg-type]
+    return OpenAIChat("gpt-test", **options)
 
 
 async def test_text_answer_round_trips_through_the_sdk(stub: StubServer) -> None:

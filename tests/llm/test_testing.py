@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tether.llm import LLM, LLMResponse, Message, ToolCall, ToolSpec, Usage
-from tether.testing import FunctionLLM, ScriptedLLM, ScriptExhaustedError
+from tether.testing import FunctionLLM, Reply, ScriptedLLM, ScriptExhaustedError
 
 SPEC = ToolSpec("lookup", "Look up.", {"type": "object", "properties": {}})
 
@@ -53,7 +53,7 @@ async def test_scripted_llm_raises_a_clear_error_when_the_script_runs_out() -> N
 
 
 async def test_scripted_ids_are_the_same_for_every_instance_of_a_script() -> None:
-    script = [[{"name": "a"}, {"name": "b"}], [{"name": "c"}], "done"]
+    script: list[Reply] = [[{"name": "a"}, {"name": "b"}], [{"name": "c"}], "done"]
     first, second = ScriptedLLM(script), ScriptedLLM(script)
     for _ in range(2):
         one = await first.acomplete([Message.user("x")], [])
@@ -63,7 +63,7 @@ async def test_scripted_ids_are_the_same_for_every_instance_of_a_script() -> Non
 
 
 async def test_resume_aware_script_continues_from_the_history() -> None:
-    script = [[{"name": "lookup"}], "the end"]
+    script: list[Reply] = [[{"name": "lookup"}], "the end"]
     history = [
         Message.user("go"),
         Message.assistant(None, [ToolCall("call_1", "lookup")]),

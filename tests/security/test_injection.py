@@ -17,8 +17,8 @@ from tether.cli import main
 from tether.errors import RunNotFoundError
 
 
-def snapshot(store: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table (the bystander's data), as raw values."""
+def snapshot(store: Any) -> dict[str, list[str]]:
+    """Every row of every table (the bystander's data), each as the repr of its raw values."""
     sql = raw_sql(store)
     return {t: sorted(map(repr, sql(f"SELECT * FROM {{t}}{t}"))) for t in TABLES}
 

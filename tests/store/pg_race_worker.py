@@ -13,6 +13,7 @@ from typing import Any
 
 import tether
 from tether import Chain, Checkpointer, idempotent, interrupt
+from tether.store.postgres import PostgresCheckpointer
 
 LEDGER_ENV = "TETHER_TEST_RACE_LEDGER"
 
@@ -56,6 +57,7 @@ def worker(index: int, url: str, ledger: str, barrier: Any, jobs: Any, results: 
     """Resume each run id received on ``jobs`` at the barrier; put ``(index, outcome)``."""
     os.environ[LEDGER_ENV] = ledger  # a forkserver child has the forkserver's environment
     store = tether.connect(url, min_size=1, max_size=2)
+    assert isinstance(store, PostgresCheckpointer)
     chain = approval_chain(store)
     loop = asyncio.new_event_loop()
     try:
@@ -66,6 +68,7 @@ def worker(index: int, url: str, ledger: str, barrier: Any, jobs: Any, results: 
             raise
         results.put((index, "ready"))
         while (eid := jobs.get()) is not None:
+            outcome: str
             try:
                 barrier.wait(timeout=60)
                 result = loop.run_until_complete(

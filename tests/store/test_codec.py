@@ -5,16 +5,23 @@ from __future__ import annotations
 import base64
 import random
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import zstandard
 
 import tether
+from tests.support.results import last_row
 from tether import Checkpoint, serde
 from tether.errors import CorruptRecordError
 from tether.store import _compression, _delta, _heads, _node_input
 from tether.store.base import RunRecord
+
+
+def _keys(state: dict[str, Any]) -> dict[str, _delta.Encoded]:
+    """``state`` encoded per key, as ``encode_state`` takes it."""
+    return dict(_delta.encode_keys(state))
 
 
 def _head(seq: int) -> _delta.Head:
@@ -25,17 +32,17 @@ def test_head_cache_never_moves_back():
     cache = _heads.HeadCache()
     cache.set("run", _head(4))
     cache.set("run", _head(3))  # a reader that loaded an older row, late
-    assert cache.get("run").seq == 4
+    assert (head := cache.get("run")) is not None and head.seq == 4
     cache.drop("run")
     cache.set("run", _head(3))
-    assert cache.get("run").seq == 3
+    assert (head := cache.get("run")) is not None and head.seq == 3
 
 
 def test_append_is_found_by_bytes_and_replayed():
-    keys1 = _delta.encode_keys({"log": ["a"], "n": 1})
+    keys1 = _keys({"log": ["a"], "n": 1})
     kind, payload, head = _delta.encode_state(None, keys1)
     assert kind == "full"
-    keys2 = _delta.encode_keys({"log": ["a", "b"], "n": 1})
+    keys2 = _keys({"log": ["a", "b"], "n": 1})
     kind2, payload2, _head2 = _delta.encode_state(head, keys2)
     assert kind2 == "delta" and payload2 == b'{"a":{"log":["b"]}}'
     raw = _delta.replay_state([(1, kind, payload), (2, kind2, payload2)])
@@ -43,8 +50,8 @@ def test_append_is_found_by_bytes_and_replayed():
 
 
 def test_deleted_and_replaced_keys():
-    _, p1, h1 = _delta.encode_state(None, _delta.encode_keys({"a": [1, 2], "b": 1}))
-    _, p2, _ = _delta.encode_state(h1, _delta.encode_keys({"a": [2]}))
+    _, p1, h1 = _delta.encode_state(None, _keys({"a": [1, 2], "b": 1}))
+    _, p2, _ = _delta.encode_state(h1, _keys({"a": [2]}))
     assert _delta.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
 
 
@@ -72,13 +79,14 @@ def test_chunked_lists_join_back_to_the_same_bytes_on_a_full_snapshot():
     import orjson
 
     items = [f"item-{i}" for i in range(200)]
-    head, log = None, []
+    head: _delta.Head | None = None
+    log: list[str] = []
     for i in range(200):
         log = [*log, items[i]]
         kind, payload, head = _delta.encode_next(head, {"log": log}, force_full=(i == 150))
         if i == 150:
             assert kind == "full" and orjson.loads(payload) == {"log": items[:151]}
-    assert isinstance(head.keys["log"], _delta.Chunks)
+    assert head is not None and isinstance(head.keys["log"], _delta.Chunks)
     assert head.keys["log"].join() == orjson.dumps(items)
 
 
@@ -229,12 +237,12 @@ def _raw_sql(store, sql: str, params: tuple = ()) -> list[tuple]:
             return cur.fetchall() if cur.description else []
     import sqlite3
 
-    conn = sqlite3.connect(store.path)
+    lite = sqlite3.connect(store.path)
     try:
-        with conn:
-            return conn.execute(sql.format(t="checkpoints").replace("%s", "?"), params).fetchall()
+        with lite:
+            return lite.execute(sql.format(t="checkpoints").replace("%s", "?"), params).fetchall()
     finally:
-        conn.close()
+        lite.close()
 
 
 def _tool_rows(store, eid: str, n: int) -> dict[str, dict]:
@@ -317,9 +325,9 @@ def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_t
 
 
 def test_a_delta_payload_is_compressed_and_applies_like_the_plain_one():
-    keys = _delta.encode_keys({"log": [_PROSE * 3]})
+    keys = _keys({"log": [_PROSE * 3]})
     _, full, head = _delta.encode_state(None, keys)
-    grown = _delta.encode_keys({"log": [_PROSE * 3, _PROSE * 5]})
+    grown = _keys({"log": [_PROSE * 3, _PROSE * 5]})
     kind, delta, _ = _delta.encode_state(head, grown)
     assert kind == "delta"
     packed = _compression.compress_state(delta, 512)
@@ -364,7 +372,7 @@ def test_compress_state_min_bytes_must_be_a_positive_integer_or_none(bad, tmp_pa
         PostgresCheckpointer("postgresql://nobody@127.0.0.1:1/none", compress_state_min_bytes=bad)
 
 
-def _reopen(store, **options):  # type: ignore[no-untyped-def]
+def _reopen(store, **options):
     """Another checkpointer on the same database as ``store``."""
     if hasattr(store, "schema"):
         from tests.conftest import PG_DSN
@@ -477,11 +485,12 @@ def test_rows_written_by_an_earlier_tether_load_and_a_new_writer_continues_them(
 
     fresh = tether.connect(url)  # no writer head: everything is read from the old rows
     try:
-        assert fresh.get_last("old-run").state_snapshot == _old_state(len(old) - 1)
+        assert last_row(fresh, "old-run").state_snapshot == _old_state(len(old) - 1)
         assert [cp.state_snapshot for cp in fresh.list("old-run")] == [
             _old_state(i) for i in range(len(old))
         ]
-        assert tether.latest_resumable(fresh, "old-run").state_snapshot == _old_state(599)
+        resumable = tether.latest_resumable(fresh, "old-run")
+        assert resumable is not None and resumable.state_snapshot == _old_state(599)
         state = _old_state(600)
         fresh.put(
             Checkpoint(
@@ -496,7 +505,7 @@ def test_rows_written_by_an_earlier_tether_load_and_a_new_writer_continues_them(
         fresh.close()
     again = tether.connect(url)
     try:
-        assert again.get_last("old-run").state_snapshot == state
+        assert last_row(again, "old-run").state_snapshot == state
     finally:
         again.close()
 

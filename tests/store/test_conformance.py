@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from tether import Checkpoint, ConcurrentWriteError, ConfigurationError, SerializationError
 from tether.checkpoint import latest_forkable, latest_resumable
 from tether.errors import AlreadyResumed, RunNotFoundError
-from tether.store.base import RunRecord
+from tether.store.base import Checkpointer, RunRecord
 
 
 def _run(store, eid: str = "run-1", name: str = "chain-a") -> str:
@@ -37,6 +37,15 @@ def test_put_assigns_strictly_increasing_seq_and_ids(store):
     assert seqs == [1, 2, 3, 4, 5]
     ids = {cp.checkpoint_id for cp in store.list(eid)}
     assert len(ids) == 5 and all(ids)
+
+
+def test_a_step_that_sets_another_run_status_keeps_its_own_row_status(store):
+    eid = _run(store)
+    store.put(_cp(eid, "n0", {"i": 0}), run_status="running")
+    store.put(_cp(eid, "n1", {"i": 1}, status="failed"), run_status="paused", error="held")
+    assert [cp.status for cp in store.list(eid)] == ["completed", "failed"]
+    run = store.get_run(eid)
+    assert (run.status, run.error) == ("paused", "held")
 
 
 def test_get_last_is_highest_seq_with_full_state(store):
@@ -356,18 +365,19 @@ class _GetLastOnly:
 
 @pytest.mark.parametrize("reader", ["get_resumable", "get_last"])
 def test_latest_resumable_and_forkable_step_over_the_tombstone(store, reader):
-    plain = store if reader == "get_resumable" else _GetLastOnly(store)
+    # latest_resumable reads only get_last and get_run of a store without get_resumable.
+    plain = store if reader == "get_resumable" else cast(Checkpointer, _GetLastOnly(store))
     eid = _run(store)
     store.put(_cp(eid, "a", {"v": 1}))
     store.put(_cp(eid, "run_end", {"v": 1}, step_type="run_end", status="failed"))
     store.put(_cp(eid, "run_end", {"v": 1}, step_type="run_end", status="failed"))
-    assert latest_resumable(plain, eid).node_id == "a"
-    assert latest_forkable(store, eid).node_id == "a"
+    assert (row := latest_resumable(plain, eid)) is not None and row.node_id == "a"
+    assert (row := latest_forkable(store, eid)) is not None and row.node_id == "a"
     store.put(_cp(eid, "b", {"v": 2}))
     store.put(_cp(eid, "run_end", {"v": 2}, step_type="run_end"))
     with pytest.raises(AlreadyResumed):
         latest_resumable(plain, eid)
-    assert latest_forkable(store, eid).node_id == "b"
+    assert (row := latest_forkable(store, eid)) is not None and row.node_id == "b"
     with pytest.raises(RunNotFoundError):
         latest_resumable(plain, "nope")
     only_markers = _run(store, "run-2")

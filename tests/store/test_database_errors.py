@@ -100,4 +100,5 @@ def test_each_kind_is_one_tether_error_and_only_unavailable_is_unavailable():
         Kind.OTHER: StoreError,
     }
     rejected = store_error(Kind.REJECTED, "m", code="23514", constraint="c", execution_id="r")
+    assert isinstance(rejected, RecordRejectedError)
     assert (rejected.code, rejected.constraint, rejected.execution_id) == ("23514", "c", "r")

@@ -17,6 +17,7 @@ import pytest
 
 import tether
 from tests.conftest import PG_DSN
+from tests.support.results import run_of
 from tests.support.waiting import wait_for
 from tether import Chain, Checkpoint, Resume, interrupt
 from tether.errors import (
@@ -28,7 +29,7 @@ from tether.errors import (
     StoreUnavailableError,
 )
 from tether.store.base import RunRecord
-from tether.store.postgres import SCHEMA_VERSION
+from tether.store.postgres import SCHEMA_VERSION, PostgresCheckpointer
 
 pytestmark = pytest.mark.postgres
 
@@ -202,9 +203,9 @@ def test_connect_with_a_percent_encoded_password_and_schema_parameter(pg_schema,
     try:
         store = tether.connect(url)
         try:
-            assert store.schema == pg_schema
+            assert isinstance(store, PostgresCheckpointer) and store.schema == pg_schema
             store.create_run(RunRecord("r", "c", "chain"))
-            assert store.get_run("r").runner_name == "c"
+            assert run_of(store, "r").runner_name == "c"
             owner = admin.execute(
                 "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = %s",
                 (pg_schema,),
@@ -223,7 +224,7 @@ def test_from_url_passes_other_parameters_to_libpq_and_refuses_two_schemas(pg_sc
     store = tether.connect(f"{PG_DSN}?schema={pg_schema}&application_name={app}")
     try:
         store.create_run(RunRecord("r", "c", "chain"))
-        assert store.schema == pg_schema
+        assert isinstance(store, PostgresCheckpointer) and store.schema == pg_schema
         assert _backends(admin, app)
     finally:
         store.close()
@@ -240,14 +241,15 @@ def test_a_pool_passed_in_serves_the_sync_methods_and_is_left_open(pg_schema):
         store = PostgresCheckpointer(pool, schema=pg_schema)
         store.create_run(RunRecord("r", "c", "chain"))
         store.put(Checkpoint("r", "n", "node", "completed", {"x": "\x00"}))
-        assert asyncio.run(store.aget_last("r")).state_snapshot == {"x": "\x00"}
+        row = asyncio.run(store.aget_last("r"))
+        assert row is not None and row.state_snapshot == {"x": "\x00"}
         store.close()
         assert not pool.closed
         with pool.connection() as conn:
             # The caller's connections keep psycopg's own adapters (tether's escaping of NUL
             # would make this 2).
             assert conn.execute("SELECT length(%s::text)", ("\ufffe",)).fetchone() == (1,)
-        assert store.get_run("r").status == "running"  # still usable after close()
+        assert run_of(store, "r").status == "running"  # still usable after close()
         store.close()
 
 
@@ -288,7 +290,7 @@ def test_a_forked_child_opens_its_own_connections_and_leaves_the_parents_alone(p
         assert child.exitcode == 0
         # The child neither used nor closed the parent's connection: it is still there.
         assert parents <= _backends(admin, app)
-        assert store.get_run("from-child").runner_name == "c"
+        assert run_of(store, "from-child").runner_name == "c"
         assert _backends(admin, app) & parents
     finally:
         store.close()

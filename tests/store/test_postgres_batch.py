@@ -134,7 +134,8 @@ async def test_a_value_the_server_refuses_fails_only_its_own_step(pg, pg_schema)
 
 
 async def test_a_step_cancelled_while_queued_is_never_written(pg, pg_schema):
-    from tether.store._postgres_io import _cursor
+    from tether.store._plans import StepInsert
+    from tether.store._postgres_drive import cursor
 
     (eid_a, eid_b) = await _runs(pg, 2)
     gate = asyncio.Event()
@@ -145,13 +146,14 @@ async def test_a_step_cancelled_while_queued_is_never_written(pg, pg_schema):
         await gate.wait()  # the one flush holds here with its step taken
         yield conn
 
-    batcher = _postgres_batch.Batcher(asyncio.get_running_loop(), connection, _cursor, 1)
+    loop = asyncio.get_running_loop()
+    batcher = _postgres_batch.Batcher(loop, pg._q("{schema}"), connection, cursor, 1)
 
-    def step(eid: str) -> _postgres_batch.StepInsert:
-        plan = pg._put_plan(_cp(eid, "step", 1), None, None, None, False)
+    def step(eid: str) -> StepInsert:
+        plan = pg._put_plan(_cp(eid, "step", 1), None, None, None, False, None)
         insert = next(plan)
         plan.close()
-        assert isinstance(insert, _postgres_batch.StepInsert)
+        assert isinstance(insert, StepInsert)
         return insert
 
     try:

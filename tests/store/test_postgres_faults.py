@@ -22,6 +22,7 @@ import pytest
 import tether
 from tests.conftest import IN_CI
 from tests.store.pg_cluster import Cluster, find_bindir
+from tests.support.results import run_of
 from tests.support.waiting import wait_for
 from tether import Chain, interrupt
 from tether.errors import RecordRejectedError, StoreUnavailableError
@@ -266,7 +267,7 @@ def test_percent_encoded_password_is_checked_by_the_server(cluster, admin, schem
         store = tether.connect(f"postgresql://{role}:{quote(password, safe='')}@{base}")
         try:
             store.create_run(RunRecord("r", "c", "chain"))
-            assert store.get_run("r").runner_name == "c"
+            assert run_of(store, "r").runner_name == "c"
         finally:
             store.close()
         wrong = tether.connect(f"postgresql://{role}:wrong@{base}", timeout_seconds=2)
@@ -350,7 +351,7 @@ def test_runs_during_an_outage_fail_within_the_timeout_and_the_first_after_it_is
     async def body(run):
         assert (await run()).status == "completed"
         await asyncio.to_thread(cluster.stop, "fast")
-        failures = []
+        failures: list[tuple[float, StoreUnavailableError]] = []
         while len(failures) * timeout < OUTAGE_SECONDS:
             t0 = time.perf_counter()
             with pytest.raises(StoreUnavailableError) as caught:
@@ -443,12 +444,13 @@ def test_a_connection_killed_mid_step_fails_it_clearly_and_the_run_resumes_at_on
         assert isinstance(err, StoreUnavailableError), err
         assert "lost the connection" in str(err) and f"backend pid {stalled}" in str(err)
         eid = err.execution_id
+        assert eid  # the error names the run it interrupted
         admin.execute(f'DELETE FROM "{schema}".stall_flag')
 
         # Read back, then resume, on a pool whose every connection the server killed.
         t0 = time.perf_counter()
         assert [cp.node_id for cp in store.list(eid)] == ["a"]  # nothing of b
-        assert store.get_run(eid).status == "running"
+        assert run_of(store, eid).status == "running"
         done = chain.resume(eid)
         seconds = time.perf_counter() - t0
         assert done.status == "completed" and done.output == reference
@@ -482,7 +484,7 @@ def test_a_character_the_databases_encoding_lacks_is_rejected_and_commits_nothin
         assert 'no equivalent in encoding "LATIN1"' in str(err)
         assert [cp.node_id for cp in store.list("r")] == ["a"]
         assert store.get_pending_interrupt("r") is None
-        assert store.get_run("r").status == "running"
+        assert run_of(store, "r").status == "running"
     finally:
         store.close()
         admin.execute(f"DROP DATABASE {dbname} WITH (FORCE)")

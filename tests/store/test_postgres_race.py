@@ -11,6 +11,8 @@ import pytest
 
 import tether
 from tests.store.pg_race_worker import LEDGER_ENV, approval_chain, worker
+from tests.support.results import run_of
+from tether.store.postgres import PostgresCheckpointer
 
 pytestmark = pytest.mark.postgres
 
@@ -27,6 +29,7 @@ def test_32_processes_racing_to_resume_one_paused_run_have_exactly_one_winner(
     monkeypatch.setenv(LEDGER_ENV, str(ledger))
     url = f"{PG_DSN}?schema={pg_schema}"
     store = tether.connect(url)
+    assert isinstance(store, PostgresCheckpointer)
     chain = approval_chain(store)
     loop = asyncio.new_event_loop()
 
@@ -62,8 +65,7 @@ def test_32_processes_racing_to_resume_one_paused_run_have_exactly_one_winner(
             (winner,) = [i for i, outcome in got if outcome == "completed"]
             winners.append(winner)
 
-            run = store.get_run(eid)
-            assert run.status == "completed"
+            assert run_of(store, eid).status == "completed"
             assert store.get_pending_interrupt(eid) is None
             rows = store.list(eid)
             assert [cp.node_id for cp in rows] == [

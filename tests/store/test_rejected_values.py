@@ -25,11 +25,11 @@ def _admin(store, backend: str, sql: str) -> None:
     """Run ``sql`` (``{t}`` = the table prefix) on the store's database, as its operator."""
     store.setup()  # the tables exist before the operator alters them
     if backend == "sqlite":
-        conn = sqlite3.connect(store.path)
+        lite = sqlite3.connect(store.path)
         try:
-            conn.executescript(sql.format(t=""))
+            lite.executescript(sql.format(t=""))
         finally:
-            conn.close()
+            lite.close()
     else:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
             conn.execute(sql.format(t=f'"{store.schema}".'))

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from tests.support.results import run_of
 from tether import Chain, SQLiteCheckpointer
 from tether.errors import CorruptRecordError, SchemaVersionError, StoreError, StoreUnavailableError
 
@@ -75,4 +76,4 @@ def test_corrupt_state_row_is_a_clear_error(tmp_path):
     store = SQLiteCheckpointer(path)
     with pytest.raises(CorruptRecordError, match="not valid JSON"):
         store.list(eid)
-    assert store.get_run(eid).status == "completed"
+    assert run_of(store, eid).status == "completed"

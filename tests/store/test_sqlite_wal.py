@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.chains import chunk_text, chunks_chain
 from tests.support.proc import run_child, run_together
+from tests.support.results import last_row
 from tests.support.waiting import wait_for
 from tether import SQLiteCheckpointer
 from tether.errors import ConfigurationError
@@ -203,7 +204,7 @@ def test_three_processes_writing_one_file_leave_it_intact(tmp_path):
         conn.close()
     store = SQLiteCheckpointer(path)
     for i in range(3):
-        assert store.get_last(f"w{i}").state_snapshot["chunk"] == chunk_text(2000)
+        assert last_row(store, f"w{i}").state_snapshot["chunk"] == chunk_text(2000)
     store.close()
 
 
@@ -273,7 +274,7 @@ def test_a_store_used_from_a_forked_child_still_works(tmp_path):
     assert out["checkpoints"] >= 1 and out["threads"] == 1 and out["after_close"] == 0
     # The parent's store and thread are untouched and see the child's run.
     assert store._wal.running
-    assert store.get_last("child").state_snapshot["i"] == 200
+    assert last_row(store, "child").state_snapshot["i"] == 200
     assert chunks_chain(store, steps=100).run({}, execution_id="parent-2").status == "completed"
     store.close()
 
@@ -316,12 +317,12 @@ def test_data_is_intact_after_sigkill_mid_run(tmp_path):
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     store = SQLiteCheckpointer(path)
-    last = store.get_last("killed")
+    last = last_row(store, "killed")
     assert last.state_snapshot == {"i": 1500, "chunk": chunk_text(1500)}
     assert len(store.list("killed")) == 1500
     store.close()
     code, out = run_child([url, "chunks", "resume", "killed"])
     assert code == 0 and out is not None and out["status"] == "completed", out
     store = SQLiteCheckpointer(path)
-    assert store.get_last("killed").state_snapshot["i"] == 2000
+    assert last_row(store, "killed").state_snapshot["i"] == 2000
     store.close()

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,14 @@ def run_module(
     *,
     fault: str | None = None,
     timeout: float = 120,
+    env: Mapping[str, str] | None = None,
     **extra: str,
 ) -> tuple[int, dict[str, Any] | None, str]:
-    """Run ``python -m <module> *args`` (test env, repo root; ``extra`` adds environment
-    variables); returns (returncode, its last JSON line parsed, stderr)."""
+    """Run ``python -m <module> *args`` (test env, repo root; ``env`` and ``extra`` add
+    environment variables); returns (returncode, its last JSON line parsed, stderr)."""
     proc = subprocess.run(
         [sys.executable, "-m", module, *args],
-        env=child_env(fault, **extra),
+        env=child_env(fault, **{**(env or {}), **extra}),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -24,6 +25,9 @@ from tests.support.stale_child import start_stuck
 from tether import Checkpointer
 from tether.registry import Registry
 from tether.web import create_app
+
+if TYPE_CHECKING:
+    import httpx2  # starlette's TestClient answers with httpx2 responses when it is installed
 
 TOKEN = "test-token-3f2a-9c1d"
 APP = "tests.web.app:app"
@@ -76,7 +80,7 @@ def client(store: Checkpointer) -> Iterator[TestClient]:
         yield c
 
 
-def login(client: TestClient, token: str = TOKEN) -> httpx.Response:
+def login(client: TestClient, token: str = TOKEN) -> httpx2.Response:
     page = client.get("/login")
     return client.post(
         "/login",

@@ -150,7 +150,8 @@ def test_api_limits_queued_status_and_either_spelling_of_a_runner(client, store)
 
 
 def test_notes_and_data_over_their_limits_are_refused_and_nothing_changes(client, store):
-    from tether.web._service import BODY_MAX_BYTES, DATA_MAX_BYTES, NOTE_MAX_CHARS
+    from tether.audit import DATA_MAX_BYTES, NOTE_MAX_CHARS
+    from tether.web._service import BODY_MAX_BYTES
 
     eid = paused_run(store)
     long_note = client.post(
@@ -217,7 +218,8 @@ def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
     for i in range(7):
         paused(store, f"p-{i}")
     enqueue(store, "orders", {"order_id": "Q", "amount": 1}, execution_id="q-1")
-    seen, url = [], "/api/pending?limit=3"
+    seen: list[str] = []
+    url: str | None = "/api/pending?limit=3"
     while url:
         page = client.get(url, headers=bearer())
         assert page.status_code == 200 and page.headers["x-total-count"] == "7"
@@ -241,7 +243,8 @@ def test_api_pages_with_keyset_links_counts_filters_and_sorts(client, store):
     assert soon.json()["error"].startswith("waiting 'soon' is not a duration; use a number")
     for bad in ("waiting=soon", "sort=color", "dir=up"):
         assert client.get(f"/api/pending?{bad}", headers=bearer()).status_code == 400, bad
-    runs, url = [], "/api/runs?limit=3"
+    runs: list[str] = []
+    url = "/api/runs?limit=3"
     while url:
         page = client.get(url, headers=bearer())
         assert page.headers["x-total-count"] == "8"

@@ -82,3 +82,16 @@ def test_api_page_after_an_entry_answered_meanwhile_is_409_not_an_empty_page(cli
     assert [e["execution_id"] for e in left] == [
         i for i in first_ids if i not in {e["execution_id"] for e in page.json()}
     ]
+
+
+def test_api_deletes_a_damaged_run_once_confirmed(client, store):
+    from tests.hostile.conftest import raw_sql
+
+    eid = paused_run(store)
+    raw_sql(store)("UPDATE {t}runs SET input = ? WHERE execution_id = ?", (b"{bad", eid))
+    url = f"/api/runs/{eid}/delete"
+    refused = client.post(url, json={}, headers=bearer())
+    assert refused.status_code == 409 and "damaged" in refused.json()["error"], refused.text
+    done = client.post(url, json={"confirm": True}, headers=bearer())
+    assert done.status_code == 200 and done.json()["execution_id"] == eid, done.text
+    assert client.get(f"/api/runs/{eid}", headers=bearer()).status_code == 404

@@ -17,6 +17,7 @@ from tests.web.conftest import TOKEN, bearer, login, paused_run
 from tether.errors import ConfigurationError
 from tether.registry import Registry
 from tether.web import add_user, create_app, remove_user
+from tether.web._users import Users
 
 
 def _app(store, users_file, token=None):
@@ -146,3 +147,26 @@ def test_the_audit_page_and_api_list_every_runs_decisions_newest_first(store, tm
         page = client.get("/audit").text
     assert '<td class="actor">alice</td>' in page and "not named" in page
     assert page.index(second) < page.index(first)
+
+
+def test_users_list_shows_a_damaged_entry_and_the_others(tmp_path):
+    # An entry that is not an object (a hand edit) made `tether users list` exit 1 with
+    # AttributeError; the server already admits nobody with it.
+    users = tmp_path / "team.json"
+    add_user(users, "alice")
+    data = json.loads(users.read_text())
+    data["users"]["bob"] = 5
+    users.write_text(json.dumps(data))
+    listed = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "users", "list", "--json", "--file", str(users)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert listed.returncode == 0, listed.stderr
+    found = {u["name"]: u for u in json.loads(listed.stdout)}
+    assert found["alice"]["created_at"] and found["alice"]["damaged"] is False
+    assert found["bob"] == {"name": "bob", "created_at": None, "damaged": True}
+    assert Users(users).verify("bob.anything") is None

@@ -6,8 +6,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from tests.support.proc import ROOT, child_env
 
@@ -23,16 +24,17 @@ def spawn_worker(
     concurrency: int = 4,
     max_attempts: int = 50,
     app: str = APP,
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A ``tether worker`` process serving ``app``; its stderr goes to ``log_dir/<name>.log``."""
+    """A ``tether worker`` process serving ``app``, with ``env`` added to its environment; its
+    stderr goes to ``log_dir/<name>.log``."""
     with open(log_dir / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
-        return _popen(url, log, lease_seconds, concurrency, max_attempts, env, app)
+        return _popen(url, log, lease_seconds, concurrency, max_attempts, dict(env or {}), app)
 
 
 def _popen(
     url: str,
-    log: object,
+    log: BinaryIO,
     lease_seconds: float,
     concurrency: int,
     max_attempts: int,
@@ -61,7 +63,7 @@ def _popen(
         env=child_env(**env),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-        stderr=log,  # type: ignore[call-overload]
+        stderr=log,
     )
 
 

@@ -39,7 +39,7 @@ def test_a_run_whose_drive_raised_is_retried_by_the_live_worker_within_a_lease(
         tether.enqueue(store, "flaky", {"eid": eid}, execution_id=eid)
     # One worker: nobody else can retry the runs its drives gave up.
     worker = spawn_worker(
-        url, tmp_path, "w", lease_seconds=LEASE_SECONDS, TETHER_TEST_MARKS=str(marks)
+        url, tmp_path, "w", lease_seconds=LEASE_SECONDS, env={"TETHER_TEST_MARKS": str(marks)}
     )
     try:
 

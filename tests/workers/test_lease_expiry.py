@@ -33,7 +33,12 @@ def _blocking_chain(store: Any, name: str, gate: threading.Event) -> Chain:
     chain = Chain(name, store)
     chain.lease_seconds = 60
     chain.add_node("first", lambda state: {"first": True})
-    chain.add_node("wait", lambda state: gate.wait(30) and {"waited": True})
+
+    def wait(state: dict[str, Any]) -> dict[str, Any]:
+        assert gate.wait(30), "the test never opened the gate"
+        return {"waited": True}
+
+    chain.add_node("wait", wait)
     chain.add_edge("first", "wait")
     return chain
 
@@ -53,7 +58,7 @@ def test_a_worker_with_a_shorter_lease_leaves_a_run_started_in_process_to_its_pr
     env = {"TETHER_TEST_SLOW_SECONDS": "1.5"}
     # The in-process run keeps the default 30 s lease, renewed first 10 s in; the worker's own
     # lease is 0.5 s, so before the fix it counted the new run's missing expiry as lapsed.
-    worker = spawn_worker(url, tmp_path, "w", lease_seconds=0.5, **env)
+    worker = spawn_worker(url, tmp_path, "w", lease_seconds=0.5, env=env)
     try:
         wait_for(lambda: "started" in (tmp_path / "w.log").read_text(), "the worker", 60)
         child = subprocess.run(

@@ -63,6 +63,7 @@ def test_a_run_end_after_another_owner_took_the_lease_leaves_the_run_as_the_new_
     store.fence("r1e", "hostA:1:a")
     store.put(Checkpoint("r1e", "a", "node", "completed", {"a": 1}))
     other = tether.connect(db_url)  # another process takes the run over
+    assert isinstance(other, tether.SQLiteCheckpointer | tether.PostgresCheckpointer)
     try:
         won, *_ = other.acquire_run_lease(
             "r1e", owner="hostB:2:b", lease_seconds=30, steal_from="hostA:1:a"
@@ -203,7 +204,12 @@ def test_enqueue_twice_with_one_id_records_one_run(store):
 def test_a_worker_starts_queued_runs_in_priority_order_then_oldest(store):
     order: list[str] = []
     chain = Chain("three", store)
-    chain.add_node("a", lambda s: order.append(s["tag"]) or {"done": True})
+
+    def record(state: dict[str, Any]) -> dict[str, Any]:
+        order.append(state["tag"])
+        return {"done": True}
+
+    chain.add_node("a", record)
     for tag, prio in [("low1", 0), ("high", 5), ("low2", 0), ("mid", 1)]:
         tether.enqueue(store, "three", {"tag": tag}, execution_id=tag, priority=prio)
     stop = threading.Event()

@@ -16,6 +16,7 @@ import pytest
 import tether
 from tests.conftest import PG_DSN
 from tests.support.proc import ROOT, child_env, run_together
+from tests.support.results import run_of
 from tests.workers.app import LEDGER_DDL, NODES
 from tests.workers.procs import spawn_worker, stop_all, wait_until
 
@@ -28,10 +29,11 @@ CHAOS_RUNS = 500 if FULL else 200
 def _open(pg_schema: str) -> tuple[str, tether.PostgresCheckpointer]:
     url = f"{PG_DSN}?schema={pg_schema}"
     store = tether.connect(url)
+    assert isinstance(store, tether.PostgresCheckpointer)
     store.setup()
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(LEDGER_DDL.format(schema=f'"{pg_schema}"'))
-    return url, store  # type: ignore[return-value]
+    return url, store
 
 
 def _ledger(pg_schema: str) -> list[tuple[str, str, int]]:
@@ -50,7 +52,7 @@ def test_workers_killed_at_random_leave_every_run_completed_with_each_effect_onc
         tether.enqueue(store, "five", {"eid": eid}, execution_id=eid)
     rng = random.Random(7)
     env = {"TETHER_TEST_STEP_SECONDS": "0.05"}  # a run takes ~0.3 s: kills land mid-run
-    procs = [spawn_worker(url, tmp_path, f"w{i}", **env) for i in range(4)]
+    procs = [spawn_worker(url, tmp_path, f"w{i}", env=env) for i in range(4)]
     every = [*procs]
     kills = 0
     started = time.monotonic()
@@ -65,7 +67,7 @@ def test_workers_killed_at_random_leave_every_run_completed_with_each_effect_onc
             procs[i].kill()
             procs[i].wait(10)
             kills += 1
-            procs[i] = spawn_worker(url, tmp_path, f"w{i}", **env)
+            procs[i] = spawn_worker(url, tmp_path, f"w{i}", env=env)
             every.append(procs[i])
         chaos_seconds = time.monotonic() - started
         assert wait_until(lambda: done() == len(ids), 60, every=0.2), done()
@@ -101,16 +103,16 @@ def test_a_frozen_worker_cannot_commit_after_its_run_was_taken_over(pg_schema, t
     url, store = _open(pg_schema)
     tether.enqueue(store, "slow", {}, execution_id="frozen")
     env = {"TETHER_TEST_SLOW_SECONDS": "1.5"}
-    a = spawn_worker(url, tmp_path, "a", concurrency=1, **env)
+    a = spawn_worker(url, tmp_path, "a", concurrency=1, env=env)
     procs = [a]
     try:
         assert wait_until(lambda: len(store.list("frozen")) >= 1, 30)
         a.send_signal(signal.SIGSTOP)  # frozen inside s2, holding the lease
-        owner_a = store.get_run("frozen").owner
+        owner_a = run_of(store, "frozen").owner
         assert owner_a is not None
-        b = spawn_worker(url, tmp_path, "b", concurrency=1, **env)
+        b = spawn_worker(url, tmp_path, "b", concurrency=1, env=env)
         procs.append(b)
-        assert wait_until(lambda: store.get_run("frozen").status == "completed", 40)
+        assert wait_until(lambda: run_of(store, "frozen").status == "completed", 40)
         a.send_signal(signal.SIGCONT)
         log_a = tmp_path / "a.log"
         assert wait_until(lambda: "lease lost" in log_a.read_text(), 20), log_a.read_text()
@@ -138,6 +140,7 @@ print(eid)
 
 @pytest.mark.parametrize("backend_kind", ["postgres", "sqlite"])
 def test_ten_processes_enqueueing_one_execution_id_start_one_run(backend_kind, pg_schema, tmp_path):
+    store: tether.Checkpointer
     if backend_kind == "postgres":
         url, store = _open(pg_schema)
     else:
@@ -164,14 +167,14 @@ def test_a_run_that_keeps_killing_its_workers_is_dead_lettered_and_listed(pg_sch
             procs.append(
                 spawn_worker(url, tmp_path, "w", lease_seconds=0.5, concurrency=1, max_attempts=3)
             )
-        return store.get_run("poison").status == "failed"
+        return run_of(store, "poison").status == "failed"
 
     try:
         assert wait_until(respawn, 60, every=0.1)
-        assert wait_until(lambda: store.get_run("healthy").status == "completed", 30)
+        assert wait_until(lambda: run_of(store, "healthy").status == "completed", 30)
     finally:
         stop_all(procs)
-    run = store.get_run("poison")
+    run = run_of(store, "poison")
     assert run.error is not None and run.error.startswith("DeadLetter:")
     listed = subprocess.run(
         [sys.executable, "-m", "tether.cli", "runs", "list", "--db", url, "--json"],
@@ -190,7 +193,7 @@ def test_an_approval_given_from_anywhere_is_continued_by_a_worker_once(pg_schema
     tether.enqueue(store, "approval", {"amount": 5}, execution_id="appr")
     procs = [spawn_worker(url, tmp_path, f"w{i}") for i in range(2)]
     try:
-        assert wait_until(lambda: store.get_run("appr").status == "paused", 30)
+        assert wait_until(lambda: run_of(store, "appr").status == "paused", 30)
         answered = subprocess.run(
             [sys.executable, "-m", "tether.cli", "approve", "appr", "--db", url],
             env=child_env(),
@@ -200,7 +203,7 @@ def test_an_approval_given_from_anywhere_is_continued_by_a_worker_once(pg_schema
             timeout=60,
         )
         assert answered.returncode == 0, answered.stderr
-        assert wait_until(lambda: store.get_run("appr").status == "completed", 30)
+        assert wait_until(lambda: run_of(store, "appr").status == "completed", 30)
     finally:
         stop_all(procs)
     rows = store.list("appr")
@@ -232,4 +235,4 @@ def test_enqueue_from_the_command_line_prints_the_id(pg_schema):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "cli-1"
-    assert store.get_run("cli-1").status == "queued"
+    assert run_of(store, "cli-1").status == "queued"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -18,8 +19,8 @@ from tether.store._postgres_sql import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from tether.store.sqlite import SCHEMA_VERSION
 
 
-def _chain(store: object) -> Chain:
-    chain = Chain("legacy", store)  # type: ignore[arg-type]
+def _chain(store: tether.Checkpointer) -> Chain:
+    chain = Chain("legacy", store)
     chain.add_node("a", lambda s: {"a": 1})
     chain.add_node("b", lambda s: {"b": 2})
     chain.add_edge("a", "b")
@@ -87,24 +88,28 @@ def test_a_version_1_postgres_schema_migrates_to_2_and_keeps_its_runs(pg_schema)
         store.close()
 
 
-def _branching_chain(store: object) -> Chain:
-    chain = Chain("v2-run", store)  # type: ignore[arg-type]
+def _step(i: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda s: {"n": s.get("n", 0) + 1, "log": [*s.get("log", []), i]}
+
+
+def _branching_chain(store: tether.Checkpointer) -> Chain:
+    chain = Chain("v2-run", store)
     for i in range(40):  # past a full snapshot: rows of both kinds
-        chain.add_node(
-            f"n{i}", lambda s, i=i: {"n": s.get("n", 0) + 1, "log": [*s.get("log", []), i]}
-        )
+        chain.add_node(f"n{i}", _step(i))
         if i:
             chain.add_edge(f"n{i - 1}", f"n{i}")
     return chain
 
 
-def _assert_carried_over(store: object, eid: str, before: list[tether.Checkpoint]) -> None:
-    after = store.list(eid)  # type: ignore[attr-defined]
+def _assert_carried_over(
+    store: tether.Checkpointer, eid: str, before: list[tether.Checkpoint]
+) -> None:
+    after = store.list(eid)
     assert [(c.checkpoint_id, c.seq, c.node_id, c.state_snapshot) for c in after] == [
         (c.checkpoint_id, c.seq, c.node_id, c.state_snapshot) for c in before
     ]
     mid = before[20]
-    got = store.get_checkpoint(eid, mid.checkpoint_id)  # type: ignore[attr-defined]
+    got = store.get_checkpoint(eid, mid.checkpoint_id)
     assert got is not None and got.state_snapshot == mid.state_snapshot
     branch = _branching_chain(store).fork(eid, checkpoint_id=mid.checkpoint_id)
     assert branch.status == "completed" and branch.output["n"] == 40
@@ -152,7 +157,7 @@ def test_a_version_2_postgres_schema_migrates_to_3_without_the_checkpoint_id_key
 _LONG = "a sentence long enough that the state payload crosses the compression threshold. " * 12
 
 
-def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: int | None):  # type: ignore[no-untyped-def]
+def _open_at(kind: str, where: str, monkeypatch: pytest.MonkeyPatch, version: int | None):
     """A store of ``kind`` on ``where``, as a tether whose schema is ``version`` would open it
     (``None``: this tether)."""
     import tether.store._postgres_sql as pg_sql

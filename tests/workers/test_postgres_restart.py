@@ -57,7 +57,7 @@ def test_a_postgres_restart_under_four_workers_leaves_every_run_completed_once(
     }
     procs = [
         spawn_worker(
-            url, tmp_path, f"w{i}", lease_seconds=LEASE_SECONDS, concurrency=CONCURRENCY, **env
+            url, tmp_path, f"w{i}", lease_seconds=LEASE_SECONDS, concurrency=CONCURRENCY, env=env
         )
         for i in range(WORKERS)
     ]
@@ -99,7 +99,9 @@ def test_a_postgres_restart_under_four_workers_leaves_every_run_completed_once(
         rows = store.list(eid)
         # Each step committed exactly once, whoever committed it.
         assert [cp.node_id for cp in rows] == [*NODES, "run_end"], eid
-        later = [cp.created_at for cp in rows if eid in raised and cp.created_at > raised[eid]]
+        stamps = [cp.created_at for cp in rows if cp.created_at is not None]
+        assert len(stamps) == len(rows), eid  # every stored row has its commit time
+        later = [at for at in stamps if eid in raised and at > raised[eid]]
         if later:
             retried_after.append((min(later) - raised[eid]).total_seconds())
     with psycopg.connect(PG_DSN, autocommit=True) as conn:

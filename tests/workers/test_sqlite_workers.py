@@ -22,7 +22,7 @@ def test_sqlite_workers_killed_at_random_finish_every_run_once(tmp_path):
     for eid in ids:
         tether.enqueue(store, "five", {"eid": eid}, execution_id=eid)
     env = {"TETHER_TEST_STEP_SECONDS": "0.05"}
-    procs = [spawn_worker(url, tmp_path, f"w{i}", **env) for i in range(3)]
+    procs = [spawn_worker(url, tmp_path, f"w{i}", env=env) for i in range(3)]
     every = [*procs]
     rng = random.Random(11)
     kills = 0
@@ -38,7 +38,7 @@ def test_sqlite_workers_killed_at_random_finish_every_run_once(tmp_path):
             procs[i].kill()
             procs[i].wait(10)
             kills += 1
-            procs[i] = spawn_worker(url, tmp_path, f"w{i}", **env)
+            procs[i] = spawn_worker(url, tmp_path, f"w{i}", env=env)
             every.append(procs[i])
         assert wait_until(lambda: done() == RUNS, 60, every=0.2), done()
     finally:

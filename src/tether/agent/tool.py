@@ -111,6 +111,10 @@ class Tool(Generic[P, R]):
         fn: the wrapped function.
     """
 
+    # Set by functools.update_wrapper: the function's own, as for the function itself.
+    __name__: str
+    __qualname__: str
+
     def __init__(
         self,
         fn: Callable[P, R],

@@ -123,8 +123,9 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
 
     Unless ``create``, the database is first looked at read-only
     (:mod:`tether.store.probe`): a missing file or schema, an empty file or another
-    application's database is an error naming it, and nothing is created; an unreachable
-    Postgres server fails within seconds with one line.
+    application's database is an error naming it, and nothing is created. An unreachable
+    Postgres server, or a database that does not exist, fails within seconds with one line
+    (with ``create`` too).
 
     Args:
         url: a ``tether.connect`` URL.
@@ -135,7 +136,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             only) an older schema is an error naming ``tether db migrate``.
 
     Raises:
-        StoreUnavailableError: (not ``create``) no store at ``url``, or it cannot be reached.
+        StoreUnavailableError: (not ``create``) no store at ``url``; or it cannot be reached.
         CorruptRecordError: the SQLite file is not a database.
     """
     if not url.strip():
@@ -150,13 +151,13 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
         path = path[1:] if path.startswith("/") else path
         if path and path != ":memory:":
             check_sqlite(path, allow_older=migrate)
-    elif not create and scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+    elif scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
             from ..store.probe import check_postgres
         except ImportError:
             pass  # no postgres extra: connect() names it
-        else:
-            check_postgres(url, allow_older=migrate)
+        else:  # creating too: a database that is not there fails in seconds, in one line
+            check_postgres(url, allow_older=migrate, store_required=not create)
     return connect(url)
 
 

@@ -13,7 +13,7 @@ from ..audit import os_user
 from ..control import CONFIRM_STATUSES
 from ..control import cancel as cancel_run
 from ..control import delete as delete_run
-from ..errors import RunNotFoundError
+from ..errors import CorruptRecordError, RunNotFoundError
 from . import _errors
 from ._app import open_store, store_options
 from ._render import emit_json, out, styled_status
@@ -66,20 +66,27 @@ def runs_delete(execution_id: str, yes: bool, db_url: str, as_json: bool) -> int
     (or with --yes); `tether prune` remains the bulk tool for old finished runs."""
     store = open_store(db_url, migrate=True)
     try:
-        run = store.get_run(execution_id)
-        if run is None:
-            raise RunNotFoundError(
-                f"no run with execution_id {execution_id!r}", execution_id=execution_id
+        status: str | None = None
+        try:
+            run = store.get_run(execution_id)
+        except CorruptRecordError as exc:  # a damaged run can still be deleted, on purpose
+            what = f"is damaged ({exc.message}); its status is unknown"
+        else:
+            if run is None:
+                raise RunNotFoundError(
+                    f"no run with execution_id {execution_id!r}", execution_id=execution_id
+                )
+            status = run.status
+            what = f"is {status} (it " + (
+                "waits for an answer)" if status == "paused" else "may be executing)"
             )
-        if run.status in CONFIRM_STATUSES and not yes:
-            what = "waits for an answer" if run.status == "paused" else "may be executing"
+        if (status is None or status in CONFIRM_STATUSES) and not yes:
             if not sys.stdin.isatty():
                 raise _errors.CommandError(
-                    f"run {execution_id} is {run.status} (it {what}); pass --yes to delete it",
-                    _errors.BAD_INPUT,
+                    f"run {execution_id} {what}; pass --yes to delete it", _errors.BAD_INPUT
                 )
-            click.confirm(f"run {execution_id} is {run.status} (it {what}); delete it?", abort=True)
-        result = delete_run(execution_id, store=store, only_if_status=run.status)
+            click.confirm(f"run {execution_id} {what}; delete it?", abort=True)
+        result = delete_run(execution_id, store=store, only_if_status=status)
     finally:
         store.close()
     if as_json:

@@ -9,6 +9,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from .. import _durations as durations
+from ..errors import CorruptRecordError
 from ..store.base import Checkpointer, PruneResult
 from . import _errors
 from ._app import display_url, open_store, store_options
@@ -41,7 +42,10 @@ def _prune_in_batches(
     """
     ended = []
     for eid in plan.execution_ids:
-        run = store.get_run(eid)
+        try:
+            run = store.get_run(eid)
+        except CorruptRecordError:  # a damaged run goes with the last batch (the cutoff)
+            continue
         if run is not None and run.finished_at is not None:
             ended.append(run.finished_at)
     ended.sort()

@@ -85,7 +85,9 @@ def users_list(path: str, as_json: bool) -> int:
     elif not found:
         out.print(f"[dim]no users in {path}[/]")
     for user in [] if as_json else found:
-        out.print(f"{user['name']}  added {user['created_at']}", markup=False)
+        damaged = "  (damaged entry: admits nobody; add it again with --replace)"
+        line = f"{user['name']}  added {user['created_at']}"
+        out.print(line + (damaged if user["damaged"] else ""), markup=False)
     return _errors.OK
 
 

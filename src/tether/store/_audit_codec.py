@@ -38,6 +38,16 @@ def audit_params(entry: AuditEntry) -> tuple[Any, ...]:
     )
 
 
+AUDIT_PARAM_NAMES: Final = tuple(f"audit_{c.strip()}" for c in AUDIT_INSERT_COLUMNS.split(","))
+"""The named parameters of an audit entry in a statement that may append one."""
+
+
+def audit_named_params(entry: AuditEntry | None) -> dict[str, Any]:
+    """The ``audit_*`` parameters of ``entry`` (all NULL: no entry, and none is appended)."""
+    values = (None,) * len(AUDIT_PARAM_NAMES) if entry is None else audit_params(entry)
+    return dict(zip(AUDIT_PARAM_NAMES, values, strict=True))
+
+
 def _json_or_damage(data: Any, column: str) -> Any:
     try:
         return _codec.load_json(data)

@@ -1,6 +1,6 @@
 """Run control in the store: cancelling a run and deleting one (``docs/design.md``, "Cancel
-and delete"). What both SQL backends share; each keeps its statements next to its other SQL
-(``_sqlite_control``, ``_postgres_control``).
+and delete"). What both SQL backends share; the plans are :mod:`._control_operations`, the
+statements each backend's SQL module (``LOCK_RUN``, ``CANCEL_RUN``...).
 
 A **cancel** is one transaction, whatever the run is doing:
 

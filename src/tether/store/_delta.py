@@ -18,7 +18,7 @@ still stored as one).
 A full snapshot is written on a run's first row and then only when replaying the deltas since
 the last one would cost about twice the snapshot itself (counting :data:`ROW_COST_BYTES` per
 row), so loading the latest state reads at most about twice the state's bytes while the bytes
-stored stay linear in what changed (DESIGN section 2). A history that only grows is therefore
+stored stay linear in what changed (docs/design.md §2). A history that only grows is therefore
 never written again: each message is stored once. Each row records ``base_seq``: the seq of
 the full snapshot its replay starts from.
 """

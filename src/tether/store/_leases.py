@@ -21,8 +21,8 @@ Which runs a store instance writes under a lease is kept in memory (:class:`Fenc
 engine registers a fence when it takes a lease and drops it when it gives the lease back, and
 the backends' step path consults it without an extra round trip.
 
-This module holds no SQL: each backend keeps its own statements (``_sqlite_leases``,
-``_postgres_leases``) next to its other SQL.
+This module holds no SQL: each backend keeps its statements in its SQL module
+(``_sqlite_sql``, ``_postgres_sql``), and :mod:`._lease_operations` runs them.
 """
 
 from __future__ import annotations

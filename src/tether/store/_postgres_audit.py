@@ -16,7 +16,9 @@ from ..audit import AuditEntry
 from ._audit_codec import (
     AUDIT_COLUMNS,
     AUDIT_INSERT_COLUMNS,
+    AUDIT_PARAM_NAMES,
     audit_from_row,
+    audit_named_params,
     audit_params,
     since_utc,
 )
@@ -43,8 +45,7 @@ MIGRATION_V6: Final[tuple[str, ...]] = (
 )
 
 _CASTS: Final = ("text", "text", "text", "text", "text", "bytea", "text", "bytea")
-_NAMES: Final = tuple(f"audit_{c.strip()}" for c in AUDIT_INSERT_COLUMNS.split(","))
-_VALUES: Final = ", ".join(f"%({n})s::{t}" for n, t in zip(_NAMES, _CASTS, strict=True))
+_VALUES: Final = ", ".join(f"%({n})s::{t}" for n, t in zip(AUDIT_PARAM_NAMES, _CASTS, strict=True))
 AUDITED: Final = (
     f"audited AS (INSERT INTO {{schema}}.audit_log ({AUDIT_INSERT_COLUMNS}, at) "
     "SELECT " + _VALUES + ", now() FROM {source} WHERE %(audit_execution_id)s::text IS NOT NULL)"
@@ -64,12 +65,6 @@ SELECT_AUDIT_SINCE: Final = (
 )
 
 
-def audit_named_params(entry: AuditEntry | None) -> dict[str, Any]:
-    """The ``audit_*`` parameters of :data:`AUDITED` (all NULL: no entry)."""
-    values = (None,) * len(_NAMES) if entry is None else audit_params(entry)
-    return dict(zip(_NAMES, values, strict=True))
-
-
 class PostgresAudit:
     """The audit trail's methods of :class:`~tether.store.postgres.PostgresCheckpointer`."""
 
@@ -78,8 +73,8 @@ class PostgresAudit:
     def _q(self, template: str) -> bytes:
         raise NotImplementedError  # pragma: no cover - the checkpointer's
 
-    def _all(self, template: str, params: Any) -> Plan[builtins.list[tuple[Any, ...]]]:
-        raise NotImplementedError  # pragma: no cover - the checkpointer's
+    def _rows_plan(self, template: str, params: Any) -> Plan[builtins.list[tuple[Any, ...]]]:
+        return (yield self._q(template), params).rows
 
     def _record_audit_plan(self, entry: AuditEntry) -> Plan[None]:
         yield self._q(INSERT_AUDIT), audit_params(entry)
@@ -108,8 +103,8 @@ class PostgresAudit:
         """A run's entries in the order recorded, or (``execution_id=None``) every run's
         entries recorded at or after ``since``, oldest first, at most ``limit``."""
         if execution_id is not None:
-            plan = self._all(SELECT_AUDIT_OF_RUN, (execution_id,))
+            plan = self._rows_plan(SELECT_AUDIT_OF_RUN, (execution_id,))
         else:
             start = _dt.datetime.fromtimestamp(0, _dt.UTC) if since is None else since_utc(since)
-            plan = self._all(SELECT_AUDIT_SINCE, (start, limit))
+            plan = self._rows_plan(SELECT_AUDIT_SINCE, (start, limit))
         return [audit_from_row(r) for r in self._db.run("list_audit", plan)]

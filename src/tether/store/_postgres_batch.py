@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
 
 from . import _codec
+from ._plans import StepInsert
 
-__all__ = ["MAX_ROWS", "Batcher", "Outcome", "StepInsert"]
+__all__ = ["MAX_ROWS", "Batcher", "Outcome"]
 
 MAX_ROWS: Final = 8
 """The most steps one flush writes. Smaller batches let several flushes overlap (one commits
@@ -50,23 +51,6 @@ _CASTS: Final = (
 )  # fmt: skip
 _COLUMNS: Final = _codec.CHECKPOINT_COLUMNS.removesuffix(", created_at")
 _ROW: Final = "(" + ", ".join(f"%s::{t}" for t in (*_CASTS, "text", "text")) + ")"
-
-
-@dataclass(frozen=True, slots=True)
-class StepInsert:
-    """A step's checkpoint insert that may share a statement with other runs' steps.
-
-    Attributes:
-        single: the statement that writes it alone (marked last: autocommit).
-        schema: the rendered schema identifier (``b'"tether"'``).
-        row: the 18 checkpoint values in :data:`tether.store._codec.CHECKPOINT_COLUMNS` order
-            (``created_at`` comes from the server), then the fence: the run's
-            ``execution_id`` and the lease holder, or two ``None`` for an unfenced insert.
-    """
-
-    single: tuple[bytes, Sequence[Any] | None]
-    schema: bytes
-    row: tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -112,15 +96,22 @@ class Batcher:
 
     Args:
         loop: the event loop the pool belongs to.
+        schema: the rendered schema identifier (``b'"tether"'``).
         connection: ``() -> async context manager`` checking a connection out of that pool.
         cursor: the connection's reusable cursor (with tether's text adapters).
         flushes: the most flushes at once (the pool's ``max_size``).
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, connection: Any, cursor: Any, flushes: int
+        self,
+        loop: asyncio.AbstractEventLoop,
+        schema: bytes,
+        connection: Any,
+        cursor: Any,
+        flushes: int,
     ) -> None:
         self._loop = loop
+        self._schema = schema
         self._connection = connection
         self._cursor = cursor
         self._flushes = max(1, flushes)
@@ -208,10 +199,9 @@ class Batcher:
                 return [Outcome(await cur.fetchall(), pid=pid)]
             except psycopg.Error as exc:
                 return [Outcome(error=exc, pid=pid, lost=conn.closed)]
-        first = items[0][0]
         params = [value for step, _ in items for value in step.row]
         try:
-            await cur.execute(_query(first.schema, len(items)), params)
+            await cur.execute(_query(self._schema, len(items)), params)
             written = {row[0]: row[1] for row in await cur.fetchall()}
         except Exception as exc:
             if _ends_session(exc, conn):

@@ -1,15 +1,10 @@
 """How the Postgres checkpointer talks to the server: pools, plans, checks and errors.
 
-An operation is written once, as a **plan**: a generator that yields ``(query, params)`` and is
-sent each statement's :class:`Result`. :class:`Database` runs a plan on a connection of its
-sync pool (:meth:`Database.run`) or of the running event loop's async pool
-(:meth:`Database.arun`), so the checkpointer's sync methods and their async twins share every
-line of logic and differ only in how they wait. A driver error is thrown into the plan at the
-statement that caused it, so the plan can turn it into the error that says what happened
-(a unique violation on ``(execution_id, seq)`` is another writer's step); anything it does not
-handle becomes a :class:`~tether.errors.StoreError` here, never a raw driver error. A write
-plan runs in one transaction, begun before its first statement, unless that statement is
-marked as its last (:func:`last`): then it runs alone in autocommit, one round trip.
+:class:`Database` runs a plan (:mod:`tether.store._plans`) on a connection of its sync pool
+(:meth:`Database.run`) or of the running event loop's async pool (:meth:`Database.arun`), so
+the checkpointer's sync methods and their async twins share every line of logic and differ
+only in how they wait. A driver error the plan does not handle becomes a
+:class:`~tether.errors.StoreError` here, never a raw driver error.
 
 Async pools are bound to the event loop that opened them (their locks, queues and workers
 live there), so there is one per loop, opened on first use and closed when the loop shuts
@@ -20,11 +15,6 @@ thread's kept loop and do their work on the sync pool (:meth:`Database.arun`).
 Connections a server killed (restart, ``pg_terminate_backend``, an idle timeout) are found at
 checkout and replaced, all of them at once, and a server back from an outage is connected to
 at once: :mod:`tether.store._postgres_recovery`.
-
-Strings: PostgreSQL ``text`` cannot hold NUL. Every ``str`` parameter is written with NUL as
-``U+FFFE '0'`` and ``U+FFFE`` itself doubled, and read back the other way. The mapping is
-per character and prefix-free, so equality and prefix tests in SQL still hold, and any string
-without those two characters (every realistic one) is stored exactly as given.
 """
 
 from __future__ import annotations
@@ -32,210 +22,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar, overload
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg.abc import Buffer
-from psycopg.adapt import AdaptersMap
-from psycopg.types.string import (
-    StrBinaryDumper,
-    StrDumperUnknown,
-    TextBinaryLoader,
-    TextLoader,
-)
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from .._context import sync_drive
-from ..errors import SerializationError, StoreError
-from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
-from ._postgres_batch import Batcher, StepInsert
+from ..errors import StoreError
+from ._database_errors import postgres_constraint
+from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, Write, last
+from ._postgres_batch import Batcher
+from ._postgres_drive import adrive, cursor, drive
+from ._postgres_errors import first_line, translate
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
+__all__ = ["Database", "Plan", "Result", "Statement", "last", "translate"]
+
 T = TypeVar("T")
-
-Statement: TypeAlias = tuple[bytes, Sequence[Any] | None]
-
-
-@dataclass(slots=True)
-class Result:
-    """What one statement returned: its rows (empty for commands) and its row count."""
-
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...] | None:
-        """The first row, or ``None``."""
-        return self.rows[0] if self.rows else None
-
-
-Plan: TypeAlias = Generator[Statement, Result, T]
-"""An operation: yields statements, receives their results, returns its value."""
-
-
-class _Last(tuple[bytes, Sequence[Any] | None]):
-    __slots__ = ()
-
-
-def last(query: bytes, params: Sequence[Any] | None) -> Statement:
-    """Mark a write plan's final statement.
-
-    A write plan whose first statement is also its last runs that statement on its own, in
-    autocommit: one statement is atomic by itself, so the step is still one transaction, and
-    it costs one round trip instead of three (``BEGIN``, the statement, ``COMMIT``). A plan
-    that yields anything after a statement so marked is a bug (:class:`RuntimeError`).
-    """
-    return _Last((query, params))
-
-
-# --- NUL-safe text --------------------------------------------------------------------------
-_ESC = "\ufffe"
-_TEXT_OID = 25
-_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
-_UNESCAPE = re.compile(_ESC + "(.)", re.DOTALL)
-
-
-def _escape(s: str) -> str:
-    if "\x00" in s or _ESC in s:
-        return s.replace(_ESC, _ESC + _ESC).replace("\x00", _ESC + "0")
-    return s
-
-
-def _unescape(s: str) -> str:
-    if _ESC in s:
-        return _UNESCAPE.sub(lambda m: "\x00" if m[1] == "0" else m[1], s)
-    return s
-
-
-def _encode(s: str, encoding: str) -> bytes:
-    try:
-        if "\x00" in s or _ESC in s:  # rare: checked here to spare most values a call
-            return _escape(s).encode(encoding)
-        return s.encode(encoding)
-    except UnicodeEncodeError as exc:
-        raise SerializationError(
-            f"text {s[:40]!r} cannot be stored: {exc.reason} at position {exc.start}",
-            type_name="str",
-        ) from exc
-
-
-class _TextDumper(StrDumperUnknown):
-    def dump(self, obj: str) -> Buffer | None:
-        return _encode(obj, self._encoding)
-
-
-class _TextBinaryDumper(StrBinaryDumper):
-    def dump(self, obj: str) -> Buffer | None:
-        return _encode(obj, self._encoding)
-
-
-class _TextLoader(TextLoader):
-    def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return _unescape(value) if isinstance(value, str) else value
-
-
-class _TextBinaryLoader(TextBinaryLoader):
-    def load(self, data: Buffer) -> bytes | str:
-        value = super().load(data)
-        return _unescape(value) if isinstance(value, str) else value
-
-
-def _use_text_adapters(adapters: AdaptersMap) -> None:
-    # On the cursor's own (copy-on-write) map, so a connection from a pool the caller owns is
-    # left as it was.
-    adapters.register_dumper(str, _TextBinaryDumper)
-    adapters.register_dumper(str, _TextDumper)  # registered last: the default for str
-    adapters.register_loader(_TEXT_OID, _TextLoader)
-    adapters.register_loader(_TEXT_OID, _TextBinaryLoader)
-
-
-# --- errors ---------------------------------------------------------------------------------
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _ends_session(sqlstate: str | None) -> bool:
-    """A client-side connection failure, a connection exception, a server shutdown."""
-    return sqlstate is None or sqlstate[:2] == "08" or sqlstate in ("57P01", "57P02")
-
-
-def _quoted(execution_id: str) -> str:
-    # Whole, unless too long to read in a message (a key PostgreSQL refused for its length).
-    if len(execution_id) <= 80:
-        return repr(execution_id)
-    return f"{execution_id[:60]!r}... ({len(execution_id)} characters)"
-
-
-def translate(
-    exc: psycopg.Error,
-    *,
-    op: str,
-    target: str,
-    pid: int | None,
-    lost: bool,
-    execution_id: str | None,
-    timeout_seconds: float,
-    reason: str | None = None,
-) -> StoreError:
-    """The tether error for a driver error, by the rule in
-    :mod:`tether.store._database_errors`.
-
-    Args:
-        exc: the psycopg (or psycopg_pool) error.
-        op: the checkpointer operation, e.g. ``"put"``.
-        target: the server, ``postgresql://user@host:port/dbname`` (no password).
-        pid: the server backend of the connection in use, if one was checked out.
-        lost: the connection was found closed after the error.
-        execution_id: the run concerned, if any.
-        timeout_seconds: the pool's wait for a connection (for the message).
-        reason: why a fresh connection could not be made, when that was diagnosed.
-    """
-    where = target if pid is None else f"{target} (backend pid {pid})"
-    what = op if execution_id is None else f"{op} of run {_quoted(execution_id)}"
-    msg = _first_line(exc)
-    kind = postgres_kind(exc, lost=lost)
-    if isinstance(exc, PoolTimeout):
-        text = f"no connection to PostgreSQL {target} within {timeout_seconds:g} s for {what}: "
-        text += reason or msg
-    elif isinstance(exc, PoolClosed):
-        text = f"the connection pool to PostgreSQL {target} was closed during {what}"
-    elif kind is Kind.UNAVAILABLE and (lost or _ends_session(exc.sqlstate)):
-        text = (
-            f"lost the connection to PostgreSQL {where} during {what}: {msg}. Its transaction "
-            "did not commit, unless the loss came as it committed (during COMMIT, or during a "
-            "write sent as one statement): read the run back to know"
-        )
-    elif kind is Kind.UNAVAILABLE:
-        text = f"PostgreSQL {where} could not serve {what}: {msg} (SQLSTATE {exc.sqlstate})"
-    elif kind is Kind.MISSING:
-        text = (
-            f"PostgreSQL {target} is missing tether tables or columns ({msg}) during {what}; "
-            "the schema was dropped or altered outside tether"
-        )
-    elif kind is Kind.CONFLICT:
-        text = f"a concurrent transaction on PostgreSQL {target} conflicted with {what}: {msg}"
-    elif kind is Kind.REJECTED:
-        hint = (exc.diag.message_hint or "").strip().split("\n")[0]
-        text = (
-            f"PostgreSQL {where} rejected {what}: {msg}{f' ({hint})' if hint else ''} "
-            f"(SQLSTATE {exc.sqlstate}); the same call will fail the same way, so change the "
-            "value or the constraint rather than retry"
-        )
-    else:
-        text = f"PostgreSQL {where} refused {what}: {msg}"
-    return store_error(
-        kind,
-        text,
-        execution_id=execution_id,
-        code=exc.sqlstate,
-        constraint=postgres_constraint(exc),
-    )
 
 
 # --- the database ---------------------------------------------------------------------------
@@ -328,7 +135,11 @@ class Database:
         target: the server as shown in messages (no password).
         name: pool name prefix for psycopg's logs.
         setup: a factory of the plan that creates the schema; it runs once, on first use.
+        schema: the rendered schema identifier, for the statements that write many runs'
+            steps at once (:mod:`tether.store._postgres_batch`).
     """
+
+    batches_steps = True
 
     def __init__(
         self,
@@ -342,8 +153,10 @@ class Database:
         target: str,
         name: str,
         setup: Callable[[], Plan[None]],
+        schema: bytes = b"tether",
     ) -> None:
         self.conninfo = conninfo
+        self.schema = schema
         self.kwargs = kwargs
         self.min_size = min_size
         self.max_size = max_size
@@ -380,18 +193,8 @@ class Database:
         with self._lock:
             if self._sync is None:
                 recovery = self._sync_recovery = SyncRecovery()
-                self._sync = recovery.pool = ConnectionPool(
-                    self.conninfo,
-                    kwargs=self.kwargs,
-                    min_size=self.min_size,
-                    max_size=self.max_size,
-                    timeout=self.timeout_seconds,
-                    check=recovery.check,
-                    reconnect_timeout=0,  # no back-off: recovery.reconnect_failed retries
-                    reconnect_failed=recovery.reconnect_failed,
-                    open=False,
-                    name=f"{self.name}-sync",
-                )
+                options = self._pool_options(recovery, "sync")
+                self._sync = recovery.pool = ConnectionPool(self.conninfo, **options)
             if not self._sync_opened:
                 # Waiting for min_size connections keeps the first checkout from growing
                 # the pool while they are still being made.
@@ -404,6 +207,21 @@ class Database:
                 if self._sync_recovery is not None:
                     self._sync_recovery.opening = False
             return self._sync
+
+    def _pool_options(self, recovery: SyncRecovery | AsyncRecovery, kind: str) -> dict[str, Any]:
+        """The options of a pool of ``kind`` (``sync``, ``async``), checked and reconnected by
+        ``recovery`` without back-off (its ``reconnect_failed`` retries)."""
+        return {
+            "kwargs": self.kwargs,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "timeout": self.timeout_seconds,
+            "check": recovery.check,
+            "reconnect_timeout": 0,
+            "reconnect_failed": recovery.reconnect_failed,
+            "open": False,
+            "name": f"{self.name}-{kind}",
+        }
 
     def _loop_entry(self) -> _LoopPool:
         """This event loop's pool (made, not opened, on first use)."""
@@ -419,16 +237,7 @@ class Database:
             if lp is None:
                 recovery = AsyncRecovery()
                 pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-                    self.conninfo,
-                    kwargs=self.kwargs,
-                    min_size=self.min_size,
-                    max_size=self.max_size,
-                    timeout=self.timeout_seconds,
-                    check=recovery.check,
-                    reconnect_timeout=0,  # as the sync pool's
-                    reconnect_failed=recovery.reconnect_failed,
-                    open=False,
-                    name=f"{self.name}-async",
+                    self.conninfo, **self._pool_options(recovery, "async")
                 )
                 recovery.pool = pool
                 lp = self._loops[loop] = _LoopPool(loop, pool, recovery)
@@ -523,7 +332,7 @@ class Database:
             self.ready = True
 
     def run(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Run ``plan`` on a sync pool connection, in one transaction when ``write``.
 
@@ -538,7 +347,7 @@ class Database:
         return self._run(op, plan, write=write, execution_id=execution_id)
 
     async def arun(
-        self, op: str, plan: Plan[T], *, write: bool = False, execution_id: str | None = None
+        self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
         """Run ``plan`` on a connection of this event loop's async pool (see :meth:`run`).
 
@@ -555,7 +364,7 @@ class Database:
                     self.ready = True
         return await self._arun(op, plan, write=write, execution_id=execution_id)
 
-    def _run(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+    def _run(self, op: str, plan: Plan[T], *, write: Write, execution_id: str | None) -> T:
         pid: int | None = None
         usage = self.sync_usage
         try:
@@ -565,7 +374,7 @@ class Database:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
                 try:
-                    return _drive(conn, plan, write)
+                    return drive(conn, plan, write is True)
                 except psycopg.Error as exc:
                     raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                 finally:
@@ -577,7 +386,7 @@ class Database:
         finally:
             plan.close()
 
-    async def _arun(self, op: str, plan: Plan[T], *, write: bool, execution_id: str | None) -> T:
+    async def _arun(self, op: str, plan: Plan[T], *, write: Write, execution_id: str | None) -> T:
         pid: int | None = None
         usage = self.async_usage
         lp = self._loop_entry()
@@ -585,7 +394,7 @@ class Database:
         alone: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         try:
             pool = await self._open(lp)
-            if write:
+            if write is True:
                 try:
                     first = next(plan)
                 except StopIteration as stop:
@@ -605,7 +414,7 @@ class Database:
                     usage.in_use += 1
                     usage.max_in_use = max(usage.max_in_use, usage.in_use)
                     try:
-                        return await _adrive(conn, plan, write, first)
+                        return await adrive(conn, plan, write is True, first)
                     except psycopg.Error as exc:
                         raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
                     finally:
@@ -615,6 +424,15 @@ class Database:
             raise self._translate(exc, op, pid, False, execution_id, reason) from exc
         finally:
             plan.close()
+
+    def _batcher(
+        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
+    ) -> Batcher:
+        if lp.batcher is None:
+            lp.batcher = Batcher(
+                lp.loop, self.schema, lambda: self._acounted(lp, pool), cursor, self.max_size
+            )
+        return lp.batcher
 
     @contextlib.asynccontextmanager
     async def _acounted(
@@ -629,13 +447,6 @@ class Database:
                 yield conn
             finally:
                 usage.in_use -= 1
-
-    def _batcher(
-        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
-    ) -> Batcher:
-        if lp.batcher is None:
-            lp.batcher = Batcher(lp.loop, lambda: self._acounted(lp, pool), _cursor, self.max_size)
-        return lp.batcher
 
     async def _abatch(
         self,
@@ -660,7 +471,7 @@ class Database:
             return True, stop.value
         except psycopg.Error as exc:
             raise self._translate(exc, op, outcome.pid, outcome.lost, execution_id) from exc
-        raise RuntimeError(_PAST_LAST)
+        raise RuntimeError(PAST_LAST)
 
     def _checkout(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         pool = self._sync_pool()
@@ -694,7 +505,7 @@ class Database:
         try:
             psycopg.Connection.connect(self.conninfo, **self.kwargs).close()
         except psycopg.Error as exc:
-            return _first_line(exc)
+            return first_line(exc)
         return None
 
     async def _adiagnose(self) -> str | None:
@@ -702,7 +513,14 @@ class Database:
             conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
             await conn.close()
         except psycopg.Error as exc:
-            return _first_line(exc)
+            return first_line(exc)
+        return None
+
+    @staticmethod
+    def unique_key(exc: BaseException) -> str | None:
+        """The unique key ``exc`` says was violated (as PostgreSQL names it), else ``None``."""
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            return postgres_constraint(exc)
         return None
 
     def stats(self) -> dict[str, int]:
@@ -718,98 +536,3 @@ class Database:
             "async_batches": sum(b.statements for b in batchers),
             "async_batched_steps": sum(b.batched_steps for b in batchers),
         }
-
-
-_PAST_LAST = "a write plan yielded a statement after the one it marked last"
-
-
-@overload
-def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
-@overload
-def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
-def _cursor(
-    conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
-) -> psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]:
-    """The connection's binary cursor with tether's text adapters, made once per connection
-    and reused: a cursor and its adapter map per statement cost more than a step's encoding."""
-    cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any] | None
-    cur = getattr(conn, "_tether_cursor", None)
-    if cur is None or cur.closed:
-        cur = conn.cursor(binary=True)
-        _use_text_adapters(cur.adapters)
-        conn._tether_cursor = cur  # type: ignore[union-attr]
-    return cur
-
-
-def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
-    """The statement returned a result set (cheaper than building ``cur.description``)."""
-    res = cur.pgresult
-    return res is not None and res.status == _TUPLES_OK
-
-
-def _drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
-    """Run ``plan``; when ``write``, as one transaction, begun before its first statement
-    unless that statement is its last (see :func:`last`)."""
-    cur = _cursor(conn)
-    with contextlib.ExitStack() as transaction:
-        try:
-            begun = done = False
-            stmt = next(plan)
-            while True:
-                if done:
-                    raise RuntimeError(_PAST_LAST)
-                if isinstance(stmt, StepInsert):  # a step shares a statement only on a loop
-                    stmt = stmt.single
-                if write and not begun:
-                    if isinstance(stmt, _Last):
-                        done = True
-                    else:
-                        transaction.enter_context(conn.transaction())
-                        begun = True
-                try:
-                    cur.execute(stmt[0], stmt[1])
-                    result = Result(cur.fetchall() if _has_rows(cur) else [], cur.rowcount)
-                except psycopg.Error as exc:
-                    done = False  # nothing committed: the plan may go on (in a transaction)
-                    stmt = plan.throw(exc)
-                    continue
-                stmt = plan.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-
-
-async def _adrive(
-    conn: psycopg.AsyncConnection[Any],
-    plan: Plan[T],
-    write: bool,
-    first: Statement | None = None,
-) -> T:
-    """As :func:`_drive`, on an async connection; ``first``: the plan's first statement,
-    when the caller already took it."""
-    cur = _cursor(conn)
-    async with contextlib.AsyncExitStack() as transaction:
-        try:
-            begun = done = False
-            stmt = next(plan) if first is None else first
-            while True:
-                if done:
-                    raise RuntimeError(_PAST_LAST)
-                if isinstance(stmt, StepInsert):
-                    stmt = stmt.single
-                if write and not begun:
-                    if isinstance(stmt, _Last):
-                        done = True
-                    else:
-                        await transaction.enter_async_context(conn.transaction())
-                        begun = True
-                try:
-                    await cur.execute(stmt[0], stmt[1])
-                    rows = await cur.fetchall() if _has_rows(cur) else []
-                    result = Result(rows, cur.rowcount)
-                except psycopg.Error as exc:
-                    done = False
-                    stmt = plan.throw(exc)
-                    continue
-                stmt = plan.send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]

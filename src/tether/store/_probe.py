@@ -81,10 +81,11 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
     _version_verdict(repr(path), found, SCHEMA_VERSION, allow_older)
 
 
-def check_postgres(url: str, *, allow_older: bool = False) -> None:
+def check_postgres(url: str, *, allow_older: bool = False, store_required: bool = True) -> None:
     """Check that the schema a ``postgresql://`` URL names holds a tether store, over one
     connection that gives up after :data:`PROBE_CONNECT_TIMEOUT_SECONDS` (unless the URL
-    sets ``connect_timeout``).
+    sets ``connect_timeout``). With ``store_required=False`` (a command that creates the
+    store) only that the database answers.
 
     Raises:
         StoreUnavailableError: the server cannot be reached, the database does not exist,
@@ -107,6 +108,8 @@ def check_postgres(url: str, *, allow_older: bool = False) -> None:
         reason = " ".join(str(exc).split())
         raise StoreUnavailableError(f"cannot connect to {where}: {reason}") from None
     with conn:
+        if not store_required:
+            return
         table = conn.execute(
             "SELECT 1 FROM information_schema.tables "
             "WHERE table_schema = %s AND table_name = 'tether_schema'",

@@ -1,4 +1,4 @@
-"""The storage protocol every backend implements (DESIGN section 7).
+"""The storage protocol every backend implements (docs/design.md §7).
 
 Five concerns, each a table in the SQL backends:
 
@@ -312,7 +312,7 @@ class Checkpointer(Protocol):
     ) -> PruneResult:
         """Delete finished runs that ended before the cutoff, with their checkpoints and cache.
 
-        Never touches a paused or unfinished run (DESIGN section 7).
+        Never touches a paused or unfinished run (docs/design.md §7).
         """
 
     # --- async twins used by the engine ---------------------------------------------------

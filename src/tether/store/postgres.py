@@ -1,4 +1,4 @@
-"""Postgres checkpointer: many processes and machines on one database (DESIGN section 7).
+"""Postgres checkpointer: many processes and machines on one database (docs/design.md §7).
 
 The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of their own
 (``tether`` unless told otherwise), with the same semantics:
@@ -41,37 +41,30 @@ import builtins
 import datetime as _dt
 import hashlib
 import math
-import time
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from ..audit import AuditEntry
-from ..checkpoint import Checkpoint
 from ..errors import ConfigurationError
-from . import _codec, _listing
+from . import _codec
 from . import _postgres_sql as q
-from ._database_errors import postgres_constraint
-from ._langgraph_sql import POSTGRES_PRUNE_THREADS
-from ._leases import Fences, creation_lease_seconds
-from ._listing import Listings
-from ._postgres_audit import PostgresAudit, audit_named_params
-from ._postgres_batch import StepInsert
-from ._postgres_control import PostgresControl
-from ._postgres_io import Database, Plan, Result, last
-from ._postgres_leases import PostgresLeases
-from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
-from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus
+from ._checkpointer import PlanCheckpointer
+from ._control_operations import ControlOperations
+from ._heads import HeadCache
+from ._lease_operations import LeaseOperations
+from ._leases import Fences
+from ._postgres_audit import PostgresAudit
+from ._postgres_io import Database, Plan
+from ._refusals import schema_too_new
 
 __all__ = ["PostgresCheckpointer"]
 
 SCHEMA_VERSION: Final = q.SCHEMA_VERSION
-_NO_SEQ: Final = 2**62  # "below any seq" for q.SELECT_LAST_PATH without before_seq
 _MAX_IDENTIFIER_BYTES: Final = 63  # PostgreSQL's NAMEDATALEN - 1
 
 
@@ -108,7 +101,26 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), options
 
 
-class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresControl):
+class _Statements:
+    """The statements of :mod:`._postgres_sql` by name, each rendered for one schema on first
+    use (a script as a tuple of statements); the unique keys' names as they are."""
+
+    def __init__(self, render: Callable[[str], bytes]) -> None:
+        self._render = render
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(q, name)
+        if name.endswith("_KEY"):
+            found: Any = value
+        elif isinstance(value, str):
+            found = self._render(value)
+        else:
+            found = tuple(self._render(v) for v in value)
+        setattr(self, name, found)  # kept: later reads do not come here
+        return found
+
+
+class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -201,9 +213,10 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         self.schema = schema
         self.timeout_seconds = timeout_seconds
         self._target = target
-        self._heads = _codec.HeadCache()
+        self._heads = HeadCache()
         self._fences = Fences()
         self._rendered: dict[str, bytes] = {}
+        self._sql = _Statements(self._q)
         digest = hashlib.sha256(f"tether-migrations:{schema}".encode()).digest()
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
         self._db = Database(
@@ -216,6 +229,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             target=target,
             name=f"tether-{schema}",
             setup=self._setup_plan,
+            schema=self._q("{schema}"),
         )
 
     @classmethod
@@ -234,6 +248,8 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         dsn, options = split_url(url, options)
         return cls(dsn, **options)
 
+    _db: Database
+
     def __repr__(self) -> str:
         return f"PostgresCheckpointer({self._target!r}, schema={self.schema!r})"
 
@@ -243,6 +259,13 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
             query = SQL(template).format(schema=Identifier(self.schema)).as_bytes(None)
             self._rendered[template] = query
         return query
+
+    # --- listings (tether.store._listing) -----------------------------------------------
+    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
+        return self._db.run("listing", self._all(self._q(sql.replace("?", "%s")), tuple(args)))
+
+    def _listing_time(self, when: _dt.datetime) -> Any:
+        return when
 
     # --- schema and pools -----------------------------------------------------------------
     def _setup_plan(self) -> Plan[None]:
@@ -278,7 +301,7 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
 
     def schema_version(self) -> int:
         """The schema version recorded in the database."""
-        row = self._db.run("schema_version", self._one(q.SELECT_SCHEMA_VERSION, None))
+        row = self._db.run("schema_version", self._one(self._sql.SELECT_SCHEMA_VERSION, None))
         return int(row[0] or 0) if row else 0
 
     def close(self) -> None:
@@ -297,644 +320,3 @@ class PostgresCheckpointer(PostgresLeases, PostgresAudit, Listings, PostgresCont
         (multi-row step statements written) and ``async_batched_steps`` (the steps they held;
         see :mod:`tether.store._postgres_batch`)."""
         return self._db.stats()
-
-    # --- small plans ----------------------------------------------------------------------
-    def _one(self, template: str, params: Any) -> Plan[tuple[Any, ...] | None]:
-        return (yield self._q(template), params).one()
-
-    def _all(self, template: str, params: Any) -> Plan[builtins.list[tuple[Any, ...]]]:
-        return (yield self._q(template), params).rows
-
-    def _count(self, template: str, params: Any) -> Plan[int]:
-        return (yield self._q(template), params).rowcount
-
-    # --- runs -----------------------------------------------------------------------------
-    def _create_run_plan(self, run: RunRecord, lease_seconds: float | None) -> Plan[RunRecord]:
-        lease = creation_lease_seconds(run, lease_seconds)  # refused before any I/O
-        return self._insert_run_plan(run, lease)
-
-    def _insert_run_plan(self, run: RunRecord, lease_seconds: float | None) -> Plan[RunRecord]:
-        params = (
-            run.execution_id,
-            run.runner_name,
-            run.runner_kind,
-            run.status,
-            _codec.dump_json(run.input, "input"),
-            run.parent_execution_id,
-            run.parent_checkpoint_id,
-            run.owner,
-            lease_seconds,
-            run.app_version,
-        )
-        try:
-            res: Result = yield self._q(q.INSERT_RUN), params
-        except pg_errors.UniqueViolation as exc:
-            if postgres_constraint(exc) != q.RUN_KEY:
-                raise  # a constraint of the operator's: rejected, by the rule
-            raise run_exists(run.execution_id) from exc
-        created, expires = res.rows[0]
-        run.created_at = run.updated_at = _codec.ts_to_dt(created)
-        run.lease_expires_at = _codec.ts_to_dt(expires)
-        return run
-
-    def create_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
-        """Insert a new run; one with an ``owner`` is leased to it for ``lease_seconds``
-        (server clock) by the same statement.
-
-        Raises:
-            ConfigurationError: a run with this execution_id already exists, or an owner was
-                given without ``lease_seconds``.
-        """
-        plan = self._create_run_plan(run, lease_seconds)
-        out = self._db.run("create_run", plan, execution_id=run.execution_id)
-        self._heads.reset(run.execution_id, _codec.empty_head())
-        return out
-
-    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
-        out = await self._db.arun(
-            "create_run", self._create_run_plan(run, lease_seconds), execution_id=run.execution_id
-        )
-        self._heads.reset(run.execution_id, _codec.empty_head())
-        return out
-
-    def get_run(self, execution_id: str) -> RunRecord | None:
-        """The run, or ``None``."""
-        row = self._db.run("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _listing.read_run(row)
-
-    async def aget_run(self, execution_id: str) -> RunRecord | None:
-        row = await self._db.arun("get_run", self._one(q.SELECT_RUN, (execution_id,)))
-        return None if row is None else _listing.read_run(row)
-
-    # --- listings (tether.store._listing) -----------------------------------------------
-    def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
-        return self._db.run("listing", self._all(sql.replace("?", "%s"), tuple(args)))
-
-    def _listing_time(self, when: _dt.datetime) -> Any:
-        return when
-
-    def _status_plan(self, execution_id: str, status: RunStatus, error: str | None) -> Plan[int]:
-        return (yield from self._count(q.UPDATE_RUN_STATUS, (status, error, status, execution_id)))
-
-    def set_run_status(
-        self, execution_id: str, status: RunStatus, *, error: str | None = None
-    ) -> None:
-        """Record a status change that comes with no checkpoint."""
-        self._db.run(
-            "set_run_status",
-            self._status_plan(execution_id, status, error),
-            execution_id=execution_id,
-        )
-
-    async def aset_run_status(
-        self, execution_id: str, status: RunStatus, *, error: str | None = None
-    ) -> None:
-        await self._db.arun(
-            "set_run_status",
-            self._status_plan(execution_id, status, error),
-            execution_id=execution_id,
-        )
-
-    # --- checkpoints ----------------------------------------------------------------------
-    def _raw_state_plan(self, row: tuple[Any, ...]) -> Plan[dict[str, Any]]:
-        if row[7] == "full":
-            return _codec.apply_row_of(row[1], row[2], {}, "full", row[8])
-        chain = yield self._q(q.SELECT_STATE_CHAIN), (row[1], row[9], row[2])
-        return _codec.replay_state(chain.rows, row[1])
-
-    def _head_plan(self, execution_id: str) -> Plan[_codec.Head | None]:
-        head = self._heads.get(execution_id)
-        if head is not None:
-            return head
-        row = (yield self._q(q.SELECT_LAST), (execution_id,)).one()
-        if row is None:
-            return None
-        raw = yield from self._raw_state_plan(row)
-        return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
-
-    def _insert_plan(
-        self,
-        cp: Checkpoint,
-        *,
-        force_full: bool = False,
-        run_status: str | None = None,
-        error: str | None = None,
-        final: bool = False,
-        release_lease_of: str | None = None,
-    ) -> Plan[_codec.Head]:
-        """Insert ``cp`` (setting the run's status in the same statement when ``run_status``
-        is given, and giving ``release_lease_of``'s lease back with it); ``final`` when it is
-        the plan's last statement (see :func:`last`)."""
-        head = yield from self._head_plan(cp.execution_id)
-        params, new_head = _codec.checkpoint_params(
-            cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
-        )
-        try:
-            stmt = self._insert_statement(cp, params, run_status, error, release_lease_of)
-            if final and run_status is None:
-                # The usual step: it may share a statement with other runs' steps.
-                fence = stmt[1][18:20] if len(stmt[1]) > 18 else (None, None)  # (run, owner)
-                step = StepInsert(last(*stmt), self._q("{schema}"), (*params, *fence))
-                res: Result = yield step  # type: ignore[misc]
-            else:
-                res = yield last(*stmt) if final else stmt
-        except pg_errors.UniqueViolation as exc:
-            if postgres_constraint(exc) != q.STEP_KEY:
-                raise  # a constraint of the operator's: rejected, by the rule
-            self._heads.drop(cp.execution_id)
-            raise step_taken(cp) from exc
-        self._check_fenced(cp, res)
-        cp.created_at = _codec.ts_to_dt(res.rows[0][0])
-        return new_head
-
-    def _release_plan(self, execution_id: str, owner: str) -> Plan[None]:
-        if (yield self._q(q.DELETE_PENDING_OF), (execution_id, owner)).rowcount != 1:
-            self._heads.drop(execution_id)
-            raise claim_taken_over(execution_id)
-
-    def _put_plan(
-        self,
-        cp: Checkpoint,
-        run_status: RunStatus | None,
-        error: str | None,
-        release_claim_of: str | None,
-        force_full: bool,
-        release_lease_of: str | None = None,
-    ) -> Plan[_codec.Head]:
-        # Usually the insert is the whole plan, so the step commits in one round trip.
-        if release_claim_of is not None:
-            yield from self._release_plan(cp.execution_id, release_claim_of)
-        if run_status is None:
-            release_lease_of = None  # only the status update carries the release
-        head = yield from self._insert_plan(
-            cp,
-            force_full=force_full,
-            run_status=run_status,
-            error=error,
-            final=True,
-            release_lease_of=release_lease_of,
-        )
-        if release_lease_of is not None:
-            self._fences.drop(cp.execution_id, release_lease_of)
-        return head
-
-    def put(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        force_full: bool = False,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
-        """Append a checkpoint in one transaction, assigning ``seq``, ``checkpoint_id`` and
-        ``created_at`` (see :meth:`tether.store.base.Checkpointer.put`).
-
-        Args:
-            checkpoint: the record; its ``state_snapshot`` is the full state.
-            run_status: also set the run's status (``completed``/``failed`` stamp
-                ``finished_at``).
-            error: the run's error text, with ``run_status="failed"``.
-            release_claim_of: the claimer whose pending interrupt this step answers; its
-                pending row is deleted in the same transaction.
-            force_full: store a full snapshot rather than a delta.
-            release_lease_of: with ``run_status``, the holder of the run's lease, which this
-                commit gives back (it ends the drive).
-
-        Raises:
-            ConcurrentWriteError: another writer appended this step first, or the claim was
-                taken over.
-            SerializationError: the state holds a value JSON cannot store (nothing written).
-        """
-        plan = self._put_plan(
-            checkpoint, run_status, error, release_claim_of, force_full, release_lease_of
-        )
-        eid = checkpoint.execution_id
-        self._heads.set(eid, self._db.run("put", plan, write=True, execution_id=eid))
-        return checkpoint
-
-    async def aput(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        force_full: bool = False,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
-        plan = self._put_plan(
-            checkpoint, run_status, error, release_claim_of, force_full, release_lease_of
-        )
-        eid = checkpoint.execution_id
-        self._heads.set(eid, await self._db.arun("put", plan, write=True, execution_id=eid))
-        return checkpoint
-
-    def _interrupt_plan(
-        self, cp: Checkpoint, release_claim_of: str | None, release_lease_of: str | None = None
-    ) -> Plan[tuple[PendingInterrupt, _codec.Head]]:
-        pending_context = _codec.dump_json(cp.interrupt_context, "interrupt_context")
-        if release_claim_of is not None:
-            yield from self._release_plan(cp.execution_id, release_claim_of)
-        else:
-            yield self._q(q.DELETE_PENDING), (cp.execution_id,)
-        head = yield from self._insert_plan(cp)
-        params = (
-            cp.execution_id,
-            cp.checkpoint_id,
-            cp.node_id,
-            cp.agent_path,
-            cp.interrupt_reason or "",
-            pending_context,
-            _codec.pending_due_seconds(cp),
-        )
-        created = (yield self._q(q.INSERT_PENDING), params).rows[0][0]
-        rel = release_lease_of
-        yield (
-            self._q(q.UPDATE_RUN_STATUS_GIVE_BACK),
-            ("paused", None, "paused", rel, rel, rel, cp.execution_id),
-        )
-        if rel is not None:
-            self._fences.drop(cp.execution_id, rel)
-        pending = PendingInterrupt(
-            execution_id=cp.execution_id,
-            checkpoint_id=cp.checkpoint_id,
-            node_id=cp.node_id,
-            reason=cp.interrupt_reason or "",
-            context=cp.interrupt_context,
-            agent_path=cp.agent_path,
-            created_at=_codec.ts_to_dt(created),
-            due_at=_codec.due_at(created, params[-1]),
-        )
-        return pending, head
-
-    def record_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> PendingInterrupt:
-        """Write an ``interrupted`` checkpoint and its pending-interrupt row in one
-        transaction and mark the run ``paused``.
-
-        Raises:
-            ConcurrentWriteError: as :meth:`put`.
-        """
-        eid = checkpoint.execution_id
-        plan = self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
-        pending, head = self._db.run("record_interrupt", plan, write=True, execution_id=eid)
-        self._heads.set(eid, head)
-        return pending
-
-    async def arecord_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> PendingInterrupt:
-        eid = checkpoint.execution_id
-        plan = self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
-        pending, head = await self._db.arun("record_interrupt", plan, write=True, execution_id=eid)
-        self._heads.set(eid, head)
-        return pending
-
-    def _last_plan(
-        self, execution_id: str, before_seq: int | None, agent_path_prefix: str | None
-    ) -> Plan[tuple[Checkpoint | None, _codec.Head | None]]:
-        if agent_path_prefix is not None:
-            path = agent_path_prefix.rstrip("/")
-            seq = before_seq if before_seq is not None else _NO_SEQ
-            row = yield from self._one(q.SELECT_LAST_PATH, (execution_id, seq, path, path + "/"))
-        elif before_seq is not None:
-            row = yield from self._one(q.SELECT_LAST_BEFORE, (execution_id, before_seq))
-        else:
-            row = yield from self._one(q.SELECT_LAST, (execution_id,))
-        if row is None:
-            return None, None
-        raw = yield from self._raw_state_plan(row)
-        cp = _codec.checkpoint_from_row(row, _codec.decode_state(raw))
-        if agent_path_prefix is not None or before_seq is not None:
-            return cp, None
-        # Whoever reads a run's newest row is about to continue it: refresh the writer's
-        # head, which another process may have moved on.
-        return cp, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
-
-    def get_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
-    ) -> Checkpoint | None:
-        """The highest-seq checkpoint (below ``before_seq``, under ``agent_path_prefix``, if
-        given) with its full state; ``None`` if there is none."""
-        cp, head = self._db.run(
-            "get_last", self._last_plan(execution_id, before_seq, agent_path_prefix)
-        )
-        if head is not None:
-            self._heads.set(execution_id, head)
-        return cp
-
-    async def aget_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
-    ) -> Checkpoint | None:
-        cp, head = await self._db.arun(
-            "get_last", self._last_plan(execution_id, before_seq, agent_path_prefix)
-        )
-        if head is not None:
-            self._heads.set(execution_id, head)
-        return cp
-
-    def _resumable_plan(
-        self, execution_id: str
-    ) -> Plan[tuple[Checkpoint | None, str | None, _codec.Head | None]]:
-        rows = (yield self._q(q.SELECT_NEWEST_TWO), (execution_id,)).rows
-        if not rows:
-            return None, None, None
-        if _codec.resumable_lies_further_back(rows):
-            older = (execution_id, min(r[2] for r in rows))
-            rows += (yield self._q(q.SELECT_RESUMABLE_BEFORE), older).rows
-        bounds = _codec.state_chain_bounds(rows)
-        chain = (yield self._q(q.SELECT_STATE_CHAIN), (execution_id, *bounds)).rows
-        return _codec.resume_point(rows, chain)
-
-    def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
-        """The row a resume re-enters: the run's newest row that is not a run-end marker,
-        with its full state, in two round trips: the two newest rows, then the state chain
-        from the snapshot under them up to the newest, as ``(seq, state_kind, state)`` only
-        (one more first when both are run-end markers). Also refreshes the writer's head, as
-        :meth:`get_last` does.
-
-        Returns:
-            ``(checkpoint, ended)``: the checkpoint (``None`` when the run has no row but
-            run-end markers, or no row at all), and the newest row's status when that row is a
-            run-end marker (``"completed"`` or ``"failed"``), else ``None``.
-
-        Raises:
-            CorruptRecordError: the run's stored state chain is broken.
-            StoreUnavailableError: the database cannot be reached.
-        """
-        cp, ended, head = self._db.run("get_resumable", self._resumable_plan(execution_id))
-        if head is not None:
-            self._heads.set(execution_id, head)
-        return cp, ended
-
-    async def aget_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
-        cp, ended, head = await self._db.arun("get_resumable", self._resumable_plan(execution_id))
-        if head is not None:
-            self._heads.set(execution_id, head)
-        return cp, ended
-
-    def _checkpoint_plan(self, execution_id: str, checkpoint_id: str) -> Plan[Checkpoint | None]:
-        row = yield from self._one(q.SELECT_BY_ID, (execution_id, checkpoint_id))
-        if row is None:
-            return None
-        raw = yield from self._raw_state_plan(row)
-        return _codec.checkpoint_from_row(row, _codec.decode_state(raw))
-
-    def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
-        """One checkpoint of the run by id, with its full state; ``None`` if absent."""
-        return self._db.run("get_checkpoint", self._checkpoint_plan(execution_id, checkpoint_id))
-
-    async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
-        return await self._db.arun(
-            "get_checkpoint", self._checkpoint_plan(execution_id, checkpoint_id)
-        )
-
-    def list(
-        self, execution_id: str, *, agent_path_prefix: str | None = None
-    ) -> builtins.list[Checkpoint]:
-        """Every checkpoint of the run in seq order, each with its full state, optionally
-        only those written under ``agent_path_prefix``."""
-        rows = self._db.run("list", self._all(q.SELECT_ALL, (execution_id,)))
-        return _codec.checkpoints_from_rows(rows, agent_path_prefix)
-
-    # --- pending interrupts ---------------------------------------------------------------
-    def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
-        """The run's pending interrupt, claimed or not; ``None`` if it has none."""
-        row = self._db.run("get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,)))
-        return None if row is None else _codec.pending_from_row(row)
-
-    async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
-        row = await self._db.arun(
-            "get_pending_interrupt", self._one(q.SELECT_PENDING, (execution_id,))
-        )
-        return None if row is None else _codec.pending_from_row(row)
-
-    def _claim_plan(
-        self,
-        execution_id: str,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None,
-        checkpoint_id: str | None,
-        audit: AuditEntry | None,
-    ) -> Plan[PendingInterrupt | None]:
-        params = {
-            "owner": owner,
-            "lease": float(lease_seconds),
-            "value": _codec.dump_json(resume_value, "resume_value"),
-            "eid": execution_id,
-            "steal": steal_from,
-            "cid": checkpoint_id,
-        }
-        statement = q.CLAIM_PENDING
-        if audit is not None and resume_value is not None:
-            statement = q.CLAIM_PENDING_AUDITED
-            params.update(audit_named_params(audit))
-        row = yield from self._one(statement, params)
-        return None if row is None else _codec.pending_from_row(row)
-
-    def claim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
-    ) -> PendingInterrupt | None:
-        """Atomically claim the run's pending interrupt: one statement, exactly one of any
-        number of concurrent callers (processes, machines) wins.
-
-        Args:
-            execution_id: the paused run.
-            owner: the claimer's id (``host:pid:nonce``).
-            resume_value: the answer to store; ``None`` to pick up an answer already stored
-                whose claimer died (lease lapsed, or ``steal_from`` names it).
-            lease_seconds: how long the claim holds without renewal (database clock).
-            steal_from: a claimer known to be dead.
-            checkpoint_id: claim only the question recorded at this interrupted checkpoint
-                (``None``: whichever is pending).
-            audit: the entry recording ``resume_value`` in the run's audit trail, appended
-                by the same statement when the claim stores the answer.
-
-        Returns:
-            The claimed row with the stored answer, or ``None`` if the caller lost. The run is
-            marked ``running`` in the same statement.
-        """
-        plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
-        )
-        return self._db.run("claim_interrupt", plan, execution_id=execution_id)
-
-    async def aclaim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
-    ) -> PendingInterrupt | None:
-        plan = self._claim_plan(
-            execution_id, owner, resume_value, lease_seconds, steal_from, checkpoint_id, audit
-        )
-        return await self._db.arun("claim_interrupt", plan, execution_id=execution_id)
-
-    delete_pending_interrupt_atomic = claim_interrupt
-    """The contract's name for :meth:`claim_interrupt` (DESIGN section 7)."""
-
-    def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
-        """Extend a claim this owner holds; ``False`` if it no longer holds it."""
-        plan = self._count(q.RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
-        return self._db.run("renew_claim", plan, execution_id=execution_id) == 1
-
-    async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
-        plan = self._count(q.RENEW_CLAIM, (float(lease_seconds), execution_id, owner))
-        return await self._db.arun("renew_claim", plan, execution_id=execution_id) == 1
-
-    def release_claim(self, execution_id: str, *, owner: str) -> bool:
-        """Give a claim back, keeping the stored answer; the run turns ``paused`` again.
-        ``False`` if this owner held no claim."""
-        row = self._db.run(
-            "release_claim",
-            self._one(q.RELEASE_CLAIM, (execution_id, owner)),
-            execution_id=execution_id,
-        )
-        return bool(row and row[0] == 1)
-
-    async def arelease_claim(self, execution_id: str, *, owner: str) -> bool:
-        row = await self._db.arun(
-            "release_claim",
-            self._one(q.RELEASE_CLAIM, (execution_id, owner)),
-            execution_id=execution_id,
-        )
-        return bool(row and row[0] == 1)
-
-    def answer_interrupt(
-        self,
-        execution_id: str,
-        resume_value: dict[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
-    ) -> bool:
-        """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
-        claimed, or (given ``checkpoint_id``) is not the question recorded at it. ``audit``
-        is appended to the run's audit trail by the same statement when the answer is
-        stored."""
-        params = {
-            "value": _codec.dump_json(resume_value, "resume_value"),
-            "eid": execution_id,
-            "cid": checkpoint_id,
-            **audit_named_params(audit),
-        }
-        row = self._db.run(
-            "answer_interrupt", self._one(q.ANSWER_PENDING, params), execution_id=execution_id
-        )
-        return bool(row and row[0] == 1)
-
-    # --- idempotency ----------------------------------------------------------------------
-    def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
-        """``(True, value)`` on a hit (a cached ``None`` is a hit), else ``(False, None)``."""
-        row = self._db.run("get_idempotent", self._one(q.SELECT_IDEMPOTENT, (execution_id, key)))
-        return (False, None) if row is None else (True, _codec.load_json(row[0]))
-
-    async def aget_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
-        row = await self._db.arun(
-            "get_idempotent", self._one(q.SELECT_IDEMPOTENT, (execution_id, key))
-        )
-        return (False, None) if row is None else (True, _codec.load_json(row[0]))
-
-    def _put_idempotent_plan(self, execution_id: str, key: str, value: Any) -> Plan[Any]:
-        data = _codec.dump_json(value, "result")
-        yield self._q(q.INSERT_IDEMPOTENT), (execution_id, key, data)
-        # A second statement sees a row another writer committed first (READ COMMITTED).
-        row = yield from self._one(q.SELECT_IDEMPOTENT, (execution_id, key))
-        return None if row is None else _codec.load_json(row[0])
-
-    def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
-        """Cache a result; if another writer cached this key first, keep and return theirs.
-
-        Raises:
-            SerializationError: the value cannot be stored as JSON.
-        """
-        plan = self._put_idempotent_plan(execution_id, key, value)
-        return self._db.run("put_idempotent", plan, write=True, execution_id=execution_id)
-
-    async def aput_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
-        plan = self._put_idempotent_plan(execution_id, key, value)
-        return await self._db.arun("put_idempotent", plan, write=True, execution_id=execution_id)
-
-    def list_idempotent(self, execution_id: str) -> dict[str, Any]:
-        """The run's whole idempotency cache, ``{key: value}``."""
-        rows = self._db.run("list_idempotent", self._all(q.SELECT_IDEMPOTENT_ALL, (execution_id,)))
-        return {k: _codec.load_json(v) for k, v in rows}
-
-    # --- maintenance ----------------------------------------------------------------------
-    def _prune_plan(self, cutoff: _dt.datetime, dry_run: bool) -> Plan[PruneResult]:
-        rows = yield from self._all(q.SELECT_PRUNABLE if dry_run else q.LOCK_PRUNABLE, (cutoff,))
-        ids = [r[0] for r in rows]
-        result = PruneResult(runs=len(ids), execution_ids=ids)
-        if not ids:
-            return result
-        if dry_run:
-            result.checkpoints = (yield self._q(q.COUNT_CHECKPOINTS_OF), (ids,)).rows[0][0]
-            result.idempotency = (yield self._q(q.COUNT_IDEMPOTENT_OF), (ids,)).rows[0][0]
-            return result
-        result.checkpoints = yield from self._count(q.DELETE_CHECKPOINTS_OF, (ids,))
-        result.idempotency = yield from self._count(q.DELETE_IDEMPOTENT_OF, (ids,))
-        yield self._q(q.DELETE_PENDING_OF_RUNS), (ids,)
-        for statement in POSTGRES_PRUNE_THREADS:  # a LangGraph run's thread
-            yield self._q(statement), (ids,)
-        yield self._q(q.DELETE_AUDIT_OF_RUNS), (ids,)
-        yield self._q(q.DELETE_RUNS), (ids,)
-        return result
-
-    def prune(
-        self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False
-    ) -> PruneResult:
-        """Delete finished (completed or failed) runs whose end is older than the cutoff,
-        whole: run row, checkpoints, idempotency cache. Never touches a paused or running
-        run, nor a failed run resumed while pruning (its row is locked and re-checked).
-
-        Args:
-            older_than: an age (``timedelta``, from this machine's clock) or an absolute UTC
-                cutoff (aware ``datetime``).
-            dry_run: count what would go, delete nothing.
-
-        Returns:
-            Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
-
-        Raises:
-            ConfigurationError: a naive datetime or another type of cutoff.
-        """
-        cutoff = _dt.datetime.fromtimestamp(_codec.prune_cutoff(older_than, time.time()), _dt.UTC)
-        result = self._db.run("prune", self._prune_plan(cutoff, dry_run), write=True)
-        if not dry_run:
-            for eid in result.execution_ids:
-                self._heads.drop(eid)
-        return result

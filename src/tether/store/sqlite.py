@@ -1,4 +1,4 @@
-"""SQLite checkpointer: one file, WAL, for one machine (DESIGN section 7).
+"""SQLite checkpointer: one file, WAL, for one machine (docs/design.md §7).
 
 Concurrency: every write transaction starts with ``BEGIN IMMEDIATE``, taking the write lock up
 front, so concurrent processes on one file queue behind SQLite's busy timeout instead of failing
@@ -21,253 +21,35 @@ import builtins
 import datetime as _dt
 import os
 import sqlite3
-import threading
 import time
-import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Any, Final, Literal
 
-from ..audit import AuditEntry
-from ..checkpoint import Checkpoint
-from ..errors import (
-    ConfigurationError,
-    SerializationError,
-    TetherError,
-)
-from . import _codec, _listing
-from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._langgraph_sql import SQLITE_MIGRATION_V5, SQLITE_PRUNE_THREAD
-from ._leases import Fences, creation_lease_seconds
-from ._listing import Listings
-from ._refusals import claim_taken_over, run_exists, schema_too_new, step_taken
-from ._sqlite_audit import MIGRATION_V6, SQLiteAudit, insert_audit
-from ._sqlite_control import MIGRATION_V9, SQLiteControl
-from ._sqlite_leases import MIGRATION_V2, SQLiteLeases
-from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
-from ._versions import SQLITE_MIGRATION_V8
-from .base import (
-    PendingInterrupt,
-    PruneResult,
-    RunRecord,
-    RunStatus,
-    SyncAsyncMixin,
-)
+from ..errors import ConfigurationError
+from . import _codec
+from . import _sqlite_sql as q
+from ._checkpointer import PlanCheckpointer
+from ._control_operations import ControlOperations
+from ._heads import HeadCache
+from ._lease_operations import LeaseOperations
+from ._leases import Fences
+from ._refusals import schema_too_new
+from ._sqlite_audit import SQLiteAudit
+from ._sqlite_io import SQLiteDatabase, translate
+from ._sqlite_wal import WalCheckpointer
 
 __all__ = ["SQLiteCheckpointer"]
 
-SCHEMA_VERSION: Final = 9
-
-MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
-    1: (
-        """CREATE TABLE runs (
-            execution_id TEXT PRIMARY KEY,
-            runner_name TEXT NOT NULL,
-            runner_kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            input BLOB,
-            parent_execution_id TEXT,
-            parent_checkpoint_id TEXT,
-            owner TEXT,
-            lease_expires_at REAL,
-            error TEXT,
-            created_at REAL NOT NULL,
-            updated_at REAL NOT NULL,
-            finished_at REAL
-        )""",
-        "CREATE INDEX runs_status_idx ON runs (status, updated_at)",
-        "CREATE INDEX runs_name_idx ON runs (runner_name, created_at)",
-        """CREATE TABLE checkpoints (
-            checkpoint_id TEXT PRIMARY KEY,
-            execution_id TEXT NOT NULL,
-            seq INTEGER NOT NULL,
-            node_id TEXT NOT NULL,
-            node_index INTEGER NOT NULL,
-            step_type TEXT NOT NULL,
-            status TEXT NOT NULL,
-            state_kind TEXT NOT NULL,
-            state BLOB NOT NULL,
-            base_seq INTEGER NOT NULL,
-            node_input BLOB,
-            node_output BLOB,
-            iteration_counters BLOB,
-            interrupt_reason TEXT,
-            interrupt_context BLOB,
-            agent_path TEXT,
-            parent_checkpoint_id TEXT,
-            next_node_id TEXT,
-            created_at REAL NOT NULL
-        )""",
-        "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
-        """CREATE TABLE pending_interrupts (
-            execution_id TEXT PRIMARY KEY,
-            checkpoint_id TEXT NOT NULL,
-            node_id TEXT NOT NULL,
-            agent_path TEXT,
-            reason TEXT NOT NULL,
-            context BLOB,
-            created_at REAL NOT NULL,
-            claimed_by TEXT,
-            claim_expires_at REAL,
-            resume_value BLOB
-        )""",
-        """CREATE TABLE idempotency_cache (
-            execution_id TEXT NOT NULL,
-            key TEXT NOT NULL,
-            value BLOB,
-            created_at REAL NOT NULL,
-            PRIMARY KEY (execution_id, key)
-        )""",
-    ),
-    # v2: run leases for workers, the start queue's priority, claim attempts (dead letters).
-    2: MIGRATION_V2,
-}
-# v3: checkpoint_id is no longer the table's primary key. Its index cost every step an insert
-# at a random place of a third B-tree (~10 µs of a ~30 µs INSERT); rows are found by run and
-# seq, and a checkpoint by id within its run (get_checkpoint), a walk of that run's rows.
-# SQLite cannot drop a primary key: the table is copied into one without it.
-_CHECKPOINTS_V1: Final = MIGRATIONS[1][3]  # CREATE TABLE checkpoints (...)
-MIGRATIONS[3] = (
-    _CHECKPOINTS_V1.replace("CREATE TABLE checkpoints (", "CREATE TABLE checkpoints_v3 (").replace(
-        "checkpoint_id TEXT PRIMARY KEY", "checkpoint_id TEXT NOT NULL"
-    ),
-    f"INSERT INTO checkpoints_v3 ({_codec.CHECKPOINT_COLUMNS}) "
-    f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY execution_id, seq",
-    "DROP TABLE checkpoints",
-    "ALTER TABLE checkpoints_v3 RENAME TO checkpoints",
-    "CREATE UNIQUE INDEX checkpoints_run_seq_idx ON checkpoints (execution_id, seq)",
-)
-# v4: a state payload may be a Zstandard frame (_codec.compress_state); the version is recorded so
-# that an older tether refuses these rows instead of misreading them. And runs_status_idx goes:
-# runs_queue_idx leads with status too and serves the same lookups, while (status, updated_at)
-# changed on every lease take, heartbeat and status write.
-MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
-# v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
-MIGRATIONS[5] = SQLITE_MIGRATION_V5
-# v6: the audit trail (see _sqlite_audit).
-MIGRATIONS[6] = MIGRATION_V6
-# v7: the runs listing's keyset order (see _listing).
-MIGRATIONS[7] = (_listing.RUNS_ORDER_INDEX.replace("{schema}.", ""),)
-# v8: the version of the code that started each run (see _versions).
-MIGRATIONS[8] = SQLITE_MIGRATION_V8
-# v9: approval deadlines (see _sqlite_control).
-MIGRATIONS[9] = MIGRATION_V9
-
-# The unique keys whose violation means another writer came first, as SQLite names them.
-_RUN_KEY: Final = "runs.execution_id"
-_STEP_KEY: Final = "checkpoints.execution_id, checkpoints.seq"
-
-CREATE_SCHEMA_TABLE: Final = (
-    "CREATE TABLE IF NOT EXISTS tether_schema (version INTEGER NOT NULL, applied_at REAL NOT NULL)"
-)
-SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM tether_schema"
-INSERT_SCHEMA_VERSION: Final = "INSERT INTO tether_schema (version, applied_at) VALUES (?, ?)"
-
-INSERT_RUN: Final = f"INSERT INTO runs ({_codec.RUN_COLUMNS}) VALUES ({','.join('?' * 14)})"
-SELECT_RUN: Final = f"SELECT {_codec.RUN_COLUMNS} FROM runs WHERE execution_id = ?"
-UPDATE_RUN_STATUS: Final = (
-    "UPDATE runs SET status = ?, error = ?, updated_at = ?, "
-    "finished_at = CASE WHEN ? IN ('completed', 'failed', 'cancelled') THEN ? ELSE NULL END "
-    "WHERE execution_id = ? AND status <> 'cancelled'"
-)
-_SELECT_CP: Final = f"SELECT {_codec.CHECKPOINT_COLUMNS} FROM checkpoints"
-_PATH_FILTER: Final = " AND (agent_path = ? OR substr(agent_path, 1, ?) = ?)"
-SELECT_LAST: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 1"
-SELECT_LAST_BEFORE: Final = (
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1"
-)
-SELECT_LAST_PATH: Final = (
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ?{_PATH_FILTER} ORDER BY seq DESC LIMIT 1"
-)
-# What resume reads, in one statement: the rows from the full snapshot under the run's two
-# newest rows up to the newest (the newest two, and the state chain they are replayed from).
-# When both are run-end markers: the newest row before them that is not one, then the state
-# chain from under it.
-SELECT_NEWEST_TWO: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq DESC LIMIT 2"
-SELECT_RESUMABLE_BEFORE: Final = (
-    f"{_SELECT_CP} WHERE execution_id = ? AND seq < ? AND step_type <> 'run_end' "
-    "ORDER BY seq DESC LIMIT 1"
-)
-SELECT_BY_ID: Final = f"{_SELECT_CP} WHERE execution_id = ? AND checkpoint_id = ?"
-SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = ? ORDER BY seq"
-SELECT_STATE_CHAIN: Final = (
-    "SELECT seq, state_kind, state FROM checkpoints "
-    "WHERE execution_id = ? AND seq >= ? AND seq <= ? ORDER BY seq"
-)
-INSERT_PENDING: Final = (
-    f"INSERT INTO pending_interrupts ({_codec.PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, ?)"
-)
-DELETE_PENDING_OF: Final = (
-    "DELETE FROM pending_interrupts WHERE execution_id = ? AND claimed_by = ?"
-)
-DELETE_PENDING: Final = "DELETE FROM pending_interrupts WHERE execution_id = ?"
-SELECT_PENDING: Final = (
-    f"SELECT {_codec.PENDING_COLUMNS} FROM pending_interrupts WHERE execution_id = ?"
-)
-# The claim: one statement, so exactly one concurrent caller gets the row back.
-CLAIM_PENDING: Final = (
-    "UPDATE pending_interrupts SET claimed_by = ?, claim_expires_at = ?, "
-    "resume_value = COALESCE(resume_value, ?) "
-    "WHERE execution_id = ? "
-    "AND (claimed_by IS NULL OR claim_expires_at < ? OR claimed_by = ?) "
-    "AND ((? IS NOT NULL AND resume_value IS NULL AND claimed_by IS NULL) "
-    "     OR (? IS NULL AND resume_value IS NOT NULL)) "
-    "AND (? IS NULL OR checkpoint_id = ?) "
-    f"RETURNING {_codec.PENDING_COLUMNS}"
-)
-RENEW_CLAIM: Final = (
-    "UPDATE pending_interrupts SET claim_expires_at = ? WHERE execution_id = ? AND claimed_by = ?"
-)
-RELEASE_CLAIM: Final = (
-    "UPDATE pending_interrupts SET claimed_by = NULL, claim_expires_at = NULL "
-    "WHERE execution_id = ? AND claimed_by = ?"
-)
-ANSWER_PENDING: Final = (
-    "UPDATE pending_interrupts SET resume_value = ? "
-    "WHERE execution_id = ? AND resume_value IS NULL AND claimed_by IS NULL "
-    "AND (? IS NULL OR checkpoint_id = ?)"
-)
-SELECT_IDEMPOTENT: Final = "SELECT value FROM idempotency_cache WHERE execution_id = ? AND key = ?"
-INSERT_IDEMPOTENT: Final = (
-    "INSERT INTO idempotency_cache (execution_id, key, value, created_at) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (execution_id, key) DO NOTHING"
-)
-SELECT_IDEMPOTENT_ALL: Final = (
-    "SELECT key, value FROM idempotency_cache WHERE execution_id = ? ORDER BY created_at"
-)
-SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
-    "AND finished_at < ?"
-)
-# Prune works on the whole set at once: each statement names the runs by the same cutoff (its
-# one parameter), and the write lock held from the first to the last keeps that set fixed.
-_PRUNABLE: Final = f" WHERE execution_id IN ({SELECT_PRUNABLE})"
-COUNT_CHECKPOINTS_PRUNABLE: Final = "SELECT count(*) FROM checkpoints" + _PRUNABLE
-COUNT_IDEMPOTENT_PRUNABLE: Final = "SELECT count(*) FROM idempotency_cache" + _PRUNABLE
-DELETE_PRUNABLE: Final = (
-    "DELETE FROM checkpoints" + _PRUNABLE,
-    "DELETE FROM idempotency_cache" + _PRUNABLE,
-    "DELETE FROM pending_interrupts" + _PRUNABLE,
-    *(  # a LangGraph run's thread, read by the runs' kind: before they go
-        s.replace("execution_id = ?", f"execution_id IN ({SELECT_PRUNABLE})")
-        for s in SQLITE_PRUNE_THREAD
-    ),
-    "DELETE FROM audit_log" + _PRUNABLE,
-    "DELETE FROM runs" + _PRUNABLE,
-)
-
-
-def _now() -> float:
-    return time.time()
+SCHEMA_VERSION: Final = q.SCHEMA_VERSION
+MIGRATIONS: Final = q.MIGRATIONS
+_translate: Final = translate  # the LangGraph saver's backend translates its errors with it
 
 
 def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, SyncAsyncMixin):
+class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -339,188 +121,40 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
         self.wal_checkpoint = wal_checkpoint
         self.wal_checkpoint_pages = wal_checkpoint_pages
         self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
-        # The background checkpointer, None inline or without a WAL (``:memory:``).
-        self._wal: WalCheckpointer | None = None
-        if wal_checkpoint == "background" and self.path != ":memory:":
-            self._wal = WalCheckpointer(self.path, wal_checkpoint_pages, synchronous)
-        self._autocheckpoint = wal_checkpoint_pages * (
-            SAFETY_NET_FACTOR if self._wal is not None else 1
+        self._db = SQLiteDatabase(
+            self.path,
+            synchronous=synchronous,
+            busy_timeout_seconds=busy_timeout_seconds,
+            wal_checkpoint=wal_checkpoint,
+            wal_checkpoint_pages=wal_checkpoint_pages,
         )
-        self._local = threading.local()
-        _STORES.add(self)
-        self._heads = _codec.HeadCache()
-        self._heads_lock = threading.Lock()
+        self._sql = q
+        self._heads = HeadCache()
         self._fences = Fences()
-        self._ready = False
         self.setup()
 
     def __repr__(self) -> str:
         return f"SQLiteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
 
+    _db: SQLiteDatabase
+
     # --- connections ----------------------------------------------------------------------
+    @property
+    def _wal(self) -> WalCheckpointer | None:
+        """The background WAL checkpointer, ``None`` inline or without a WAL."""
+        return self._db.wal
+
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                if self.path != ":memory:":
-                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    timeout=self.busy_timeout_seconds,
-                    isolation_level=None,
-                    check_same_thread=True,
-                    cached_statements=256,
-                )
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                conn.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-            if str(mode).lower() != "wal":  # e.g. ":memory:": nothing to checkpoint
-                self._wal = None
-            self._local.conn = conn
-        return conn
+        return self._db.connection()
 
-    def _forget_after_fork(self) -> None:
-        """In a forked child: never use, close or free the parent's connection (SQLite
-        connections must not cross ``fork()``, and closing one may checkpoint the parent's
-        WAL); the child opens its own on first use."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            _FORK_ORPHANS.append(conn)
-            self._local.conn = None
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.write()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        # The background checkpointer's gate is taken before SQLite's write lock, always in
-        # that order (as in put's one-INSERT path), so the two cannot deadlock.
-        wal = self._wal
-        with _NO_GATE if wal is None else wal.gate, self._write_locked() as conn:
-            yield conn
-        if wal is not None:
-            wal.committed()
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._db.read()
 
-    @contextmanager
-    def _write_locked(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
-        try:
-            yield conn
-        except BaseException as exc:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            if isinstance(exc, sqlite3.Error | UnicodeEncodeError):
-                raise _translate(exc, self.path) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            raise _translate(exc, self.path) from exc
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        try:
-            yield conn
-        except (sqlite3.Error, UnicodeEncodeError) as exc:
-            raise _translate(exc, self.path) from exc
-
-    def setup(self) -> None:
-        """Create the schema or migrate it forward; refuse a newer one.
-
-        Raises:
-            SchemaVersionError: the file records a schema version newer than this tether's.
-        """
-        with self._write() as conn:
-            try:
-                conn.execute(CREATE_SCHEMA_TABLE)
-                found = conn.execute(SELECT_SCHEMA_VERSION).fetchone()[0] or 0
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-            if found > SCHEMA_VERSION:
-                raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
-            for version in range(found + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[version]:
-                    conn.execute(statement)
-                conn.execute(INSERT_SCHEMA_VERSION, (version, _now()))
-        self._ready = True
-
-    def schema_version(self) -> int:
-        """The schema version recorded in the file."""
-        with self._read() as conn:
-            return int(conn.execute(SELECT_SCHEMA_VERSION).fetchone()[0] or 0)
-
-    def close(self) -> None:
-        """Close this thread's connection and stop the background checkpoint thread (waiting
-        for a checkpoint in progress). Using the store again reopens both as needed. The last
-        connection to the file that closes, in any process, checkpoints the WAL and deletes
-        it (SQLite's own behaviour)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-        if self._wal is not None:
-            self._wal.stop()
-
-    # --- runs -----------------------------------------------------------------------------
-    def create_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
-        """Insert a new run; one with an ``owner`` is leased to it for ``lease_seconds`` by the
-        same statement.
-
-        Raises:
-            ConfigurationError: a run with this execution_id already exists, or an owner was
-                given without ``lease_seconds``.
-        """
-        lease = creation_lease_seconds(run, lease_seconds)
-        now = _now()
-        expires = None if lease is None else now + lease
-        with self._write() as conn:
-            try:
-                conn.execute(
-                    INSERT_RUN,
-                    (
-                        run.execution_id,
-                        run.runner_name,
-                        run.runner_kind,
-                        run.status,
-                        _codec.dump_json(run.input, "input"),
-                        run.parent_execution_id,
-                        run.parent_checkpoint_id,
-                        run.owner,
-                        expires,
-                        None,
-                        now,
-                        now,
-                        None,
-                        run.app_version,
-                    ),
-                )
-            except sqlite3.IntegrityError as exc:
-                if sqlite_constraint(exc) != _RUN_KEY:
-                    raise  # a constraint of the operator's: rejected, by the rule
-                raise run_exists(run.execution_id) from exc
-        self._heads.reset(run.execution_id, _codec.empty_head())
-        run.created_at = run.updated_at = _codec.ts_to_dt(now)
-        run.lease_expires_at = _codec.ts_to_dt(expires)
-        return run
-
-    async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
-        return self.create_run(run, lease_seconds=lease_seconds)
-
-    def get_run(self, execution_id: str) -> RunRecord | None:
-        with self._read() as conn:
-            row = conn.execute(SELECT_RUN, (execution_id,)).fetchone()
-        return None if row is None else _listing.read_run(row)
+    def _drop_head(self, execution_id: str) -> None:
+        self._heads.drop(execution_id)
 
     # --- listings (tether.store._listing) -----------------------------------------------
     def _listing_rows(self, sql: str, args: builtins.list[Any]) -> builtins.list[tuple[Any, ...]]:
@@ -542,424 +176,34 @@ class SQLiteCheckpointer(SQLiteLeases, SQLiteAudit, Listings, SQLiteControl, Syn
     def _listing_time(self, when: _dt.datetime) -> Any:
         return when.timestamp()
 
-    def set_run_status(
-        self, execution_id: str, status: RunStatus, *, error: str | None = None
-    ) -> None:
-        now = _now()
-        with self._write() as conn:
-            conn.execute(UPDATE_RUN_STATUS, (status, error, now, status, now, execution_id))
+    def setup(self) -> None:
+        """Create the schema or migrate it forward; refuse a newer one.
 
-    # --- checkpoints ----------------------------------------------------------------------
-    def _head(self, conn: sqlite3.Connection, execution_id: str) -> _codec.Head | None:
-        head = self._heads.get(execution_id)
-        if head is not None:
-            return head
-        row = conn.execute(SELECT_LAST, (execution_id,)).fetchone()
-        if row is None:
-            return None
-        raw = _codec.replay_state(
-            conn.execute(SELECT_STATE_CHAIN, (execution_id, row[9], row[2])).fetchall(),
-            execution_id,
-        )
-        return _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
-
-    def _insert(
-        self,
-        conn: sqlite3.Connection,
-        cp: Checkpoint,
-        *,
-        force_full: bool = False,
-        head: _codec.Head | None = None,
-    ) -> _codec.Head:
-        """Insert ``cp`` after ``head`` (read from the cache or the database when not given);
-        the writer head after it."""
-        if head is None:
-            head = self._head(conn, cp.execution_id)
-        params, new_head = _codec.checkpoint_params(
-            cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
-        )
-        now = _now()
-        cp.created_at = _dt.datetime.fromtimestamp(now, _dt.UTC)
-        try:
-            self._insert_checkpoint_row(conn, cp, (*params, now))
-        except sqlite3.IntegrityError as exc:
-            if sqlite_constraint(exc) != _STEP_KEY:
-                raise  # a constraint of the operator's: rejected, by the rule
-            self._heads.drop(cp.execution_id)
-            raise step_taken(cp) from exc
-        return new_head
-
-    def _drop_head(self, execution_id: str) -> None:
-        self._heads.drop(execution_id)
-
-    def _release(self, conn: sqlite3.Connection, execution_id: str, owner: str) -> None:
-        if conn.execute(DELETE_PENDING_OF, (execution_id, owner)).rowcount != 1:
-            self._heads.drop(execution_id)
-            raise claim_taken_over(execution_id)
-
-    def put(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        force_full: bool = False,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
-        if release_claim_of is None and run_status is None:
-            head = self._heads.get(checkpoint.execution_id)
-            if head is not None:
-                # The common step: the head is known, so the row is one INSERT, which SQLite
-                # runs as a transaction of its own (taking the write lock before it reads):
-                # no BEGIN and COMMIT statements around it.
-                conn = self._conn()
-                wal = self._wal
-                try:
-                    with _NO_GATE if wal is None else wal.gate:
-                        head = self._insert(conn, checkpoint, force_full=force_full, head=head)
-                except (sqlite3.Error, UnicodeEncodeError) as exc:
-                    raise _translate(exc, self.path) from exc
-                self._heads.set(checkpoint.execution_id, head)
-                if wal is not None:
-                    wal.committed()
-                return checkpoint
-        with self._write() as conn:
-            if release_claim_of is not None:
-                self._release(conn, checkpoint.execution_id, release_claim_of)
-            head = self._insert(conn, checkpoint, force_full=force_full)
-            if run_status is not None:
-                now = _now()
-                conn.execute(
-                    UPDATE_RUN_STATUS,
-                    (run_status, error, now, run_status, now, checkpoint.execution_id),
-                )
-                if release_lease_of is not None:  # with the status, as on Postgres
-                    self._give_back(conn, checkpoint.execution_id, release_lease_of)
-        self._heads.set(checkpoint.execution_id, head)
-        return checkpoint
-
-    async def aput(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        force_full: bool = False,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
-        return self.put(
-            checkpoint,
-            run_status=run_status,
-            error=error,
-            release_claim_of=release_claim_of,
-            force_full=force_full,
-            release_lease_of=release_lease_of,
-        )
-
-    def record_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> PendingInterrupt:
-        pending_context = _codec.dump_json(checkpoint.interrupt_context, "interrupt_context")
-        due = _codec.pending_due_seconds(checkpoint)
-        with self._write() as conn:
-            if release_claim_of is not None:
-                self._release(conn, checkpoint.execution_id, release_claim_of)
-            else:
-                conn.execute(DELETE_PENDING, (checkpoint.execution_id,))
-            head = self._insert(conn, checkpoint)
-            now = _now()
-            conn.execute(
-                INSERT_PENDING,
-                (
-                    checkpoint.execution_id,
-                    checkpoint.checkpoint_id,
-                    checkpoint.node_id,
-                    checkpoint.agent_path,
-                    checkpoint.interrupt_reason or "",
-                    pending_context,
-                    now,
-                    None if due is None else now + due,
-                ),
-            )
-            conn.execute(
-                UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, checkpoint.execution_id)
-            )
-            if release_lease_of is not None:
-                self._give_back(conn, checkpoint.execution_id, release_lease_of)
-        self._heads.set(checkpoint.execution_id, head)
-        return PendingInterrupt(
-            execution_id=checkpoint.execution_id,
-            checkpoint_id=checkpoint.checkpoint_id,
-            node_id=checkpoint.node_id,
-            reason=checkpoint.interrupt_reason or "",
-            context=checkpoint.interrupt_context,
-            agent_path=checkpoint.agent_path,
-            created_at=_codec.ts_to_dt(now),
-            due_at=None if due is None else _codec.ts_to_dt(now + due),
-        )
-
-    async def arecord_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> PendingInterrupt:
-        return self.record_interrupt(
-            checkpoint, release_claim_of=release_claim_of, release_lease_of=release_lease_of
-        )
-
-    def _with_raw_state(
-        self, conn: sqlite3.Connection, row: Any
-    ) -> tuple[Checkpoint, dict[str, Any]]:
-        if row[7] == "full":
-            raw = _codec.apply_row_of(row[1], row[2], {}, "full", row[8])
-        else:
-            raw = _codec.replay_state(
-                conn.execute(SELECT_STATE_CHAIN, (row[1], row[9], row[2])).fetchall(), row[1]
-            )
-        return _codec.checkpoint_from_row(row, _codec.decode_state(raw)), raw
-
-    def _with_state(self, conn: sqlite3.Connection, row: Any) -> Checkpoint:
-        return self._with_raw_state(conn, row)[0]
-
-    def get_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
-    ) -> Checkpoint | None:
-        with self._read() as conn:
-            if agent_path_prefix is not None:
-                prefix = agent_path_prefix.rstrip("/") + "/"
-                row = conn.execute(
-                    SELECT_LAST_PATH,
-                    (
-                        execution_id,
-                        before_seq if before_seq is not None else 2**62,
-                        agent_path_prefix.rstrip("/"),
-                        len(prefix),
-                        prefix,
-                    ),
-                ).fetchone()
-            elif before_seq is not None:
-                row = conn.execute(SELECT_LAST_BEFORE, (execution_id, before_seq)).fetchone()
-            else:
-                row = conn.execute(SELECT_LAST, (execution_id,)).fetchone()
-                if row is None:
-                    return None
-                # Whoever reads a run's newest row is about to continue it: refresh the
-                # writer's head, which another process may have moved on.
-                cp, raw = self._with_raw_state(conn, row)
-                self._heads.set(
-                    execution_id, _codec.head_from_raw(row[2], row[9], raw, row[2] - row[9])
-                )
-                return cp
-            return None if row is None else self._with_state(conn, row)
-
-    def get_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
-        """The row a resume re-enters, mostly in one read (the contract of
-        :meth:`PostgresCheckpointer.get_resumable`); refreshes the writer's head."""
-        with self._read() as conn:
-            rows = conn.execute(SELECT_NEWEST_TWO, (execution_id,)).fetchall()
-            if not rows:
-                return None, None
-            if _codec.resumable_lies_further_back(rows):
-                older = (execution_id, min(r[2] for r in rows))
-                rows += conn.execute(SELECT_RESUMABLE_BEFORE, older).fetchall()
-            bounds = _codec.state_chain_bounds(rows)
-            chain = conn.execute(SELECT_STATE_CHAIN, (execution_id, *bounds)).fetchall()
-        cp, ended, head = _codec.resume_point(rows, chain)
-        self._heads.set(execution_id, head)
-        return cp, ended
-
-    async def aget_resumable(self, execution_id: str) -> tuple[Checkpoint | None, str | None]:
-        return self.get_resumable(execution_id)
-
-    def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
-        with self._read() as conn:
-            row = conn.execute(SELECT_BY_ID, (execution_id, checkpoint_id)).fetchone()
-            return None if row is None else self._with_state(conn, row)
-
-    def list(
-        self, execution_id: str, *, agent_path_prefix: str | None = None
-    ) -> builtins.list[Checkpoint]:
-        with self._read() as conn:
-            rows = conn.execute(SELECT_ALL, (execution_id,)).fetchall()
-        return _codec.checkpoints_from_rows(rows, agent_path_prefix)
-
-    # --- pending interrupts ---------------------------------------------------------------
-    def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:
-        with self._read() as conn:
-            row = conn.execute(SELECT_PENDING, (execution_id,)).fetchone()
-        return None if row is None else _codec.pending_from_row(row)
-
-    def claim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
-    ) -> PendingInterrupt | None:
-        value = _codec.dump_json(resume_value, "resume_value")
-        now = _now()
-        with self._write() as conn:
-            row = conn.execute(
-                CLAIM_PENDING,
-                (
-                    owner,
-                    now + lease_seconds,
-                    value,
-                    execution_id,
-                    now,
-                    steal_from,
-                    value,
-                    value,
-                    checkpoint_id,
-                    checkpoint_id,
-                ),
-            ).fetchone()
-            if row is not None:
-                conn.execute(
-                    UPDATE_RUN_STATUS, ("running", None, now, "running", now, execution_id)
-                )
-                if audit is not None and value is not None:
-                    insert_audit(conn, audit, now)
-        return None if row is None else _codec.pending_from_row(row)
-
-    delete_pending_interrupt_atomic = claim_interrupt
-    """The contract's name for :meth:`claim_interrupt` (DESIGN section 7)."""
-
-    def renew_claim(self, execution_id: str, *, owner: str, lease_seconds: float) -> bool:
-        with self._write() as conn:
-            cur = conn.execute(RENEW_CLAIM, (_now() + lease_seconds, execution_id, owner))
-            return cur.rowcount == 1
-
-    def release_claim(self, execution_id: str, *, owner: str) -> bool:
-        now = _now()
-        with self._write() as conn:
-            released = conn.execute(RELEASE_CLAIM, (execution_id, owner)).rowcount == 1
-            if released:
-                conn.execute(UPDATE_RUN_STATUS, ("paused", None, now, "paused", now, execution_id))
-            return released
-
-    def answer_interrupt(
-        self,
-        execution_id: str,
-        resume_value: dict[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
-    ) -> bool:
-        value = _codec.dump_json(resume_value, "resume_value")
-        params = (value, execution_id, checkpoint_id, checkpoint_id)
-        with self._write() as conn:
-            stored = conn.execute(ANSWER_PENDING, params).rowcount == 1
-            if stored and audit is not None:
-                insert_audit(conn, audit, _now())
-            return stored
-
-    # --- idempotency ----------------------------------------------------------------------
-    def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
-        with self._read() as conn:
-            row = conn.execute(SELECT_IDEMPOTENT, (execution_id, key)).fetchone()
-        if row is None:
-            return False, None
-        return True, _codec.load_json(row[0])
-
-    def put_idempotent(self, execution_id: str, key: str, value: Any) -> Any:
-        data = _codec.dump_json(value, "result")
-        with self._write() as conn:
-            conn.execute(INSERT_IDEMPOTENT, (execution_id, key, data, _now()))
-            row = conn.execute(SELECT_IDEMPOTENT, (execution_id, key)).fetchone()
-        return _codec.load_json(row[0])
-
-    def list_idempotent(self, execution_id: str) -> dict[str, Any]:
-        with self._read() as conn:
-            rows = conn.execute(SELECT_IDEMPOTENT_ALL, (execution_id,)).fetchall()
-        return {k: _codec.load_json(v) for k, v in rows}
-
-    # --- maintenance ----------------------------------------------------------------------
-    def prune(
-        self, older_than: _dt.timedelta | _dt.datetime, *, dry_run: bool = False
-    ) -> PruneResult:
-        """Delete finished (completed or failed) runs whose end is older than the cutoff.
-
-        Args:
-            older_than: an age (``timedelta``) or an absolute UTC cutoff (``datetime``).
-            dry_run: count what would go, delete nothing.
-
-        Returns:
-            Counts of runs, checkpoints and idempotency rows deleted, and the run ids.
+        Raises:
+            SchemaVersionError: the file records a schema version newer than this tether's.
         """
-        cutoff = (_codec.prune_cutoff(older_than, _now()),)
         with self._write() as conn:
-            ids = [eid for (eid,) in conn.execute(SELECT_PRUNABLE, cutoff).fetchall()]
-            result = PruneResult(runs=len(ids), execution_ids=ids)
-            if not ids:
-                return result
-            result.checkpoints = conn.execute(COUNT_CHECKPOINTS_PRUNABLE, cutoff).fetchone()[0]
-            result.idempotency = conn.execute(COUNT_IDEMPOTENT_PRUNABLE, cutoff).fetchone()[0]
-            if dry_run:
-                return result
-            for statement in DELETE_PRUNABLE:
-                conn.execute(statement, cutoff)
-        if not dry_run:
-            for eid in result.execution_ids:
-                self._heads.drop(eid)
-        return result
+            conn.execute(q.CREATE_SCHEMA_TABLE)
+            found = conn.execute(q.SELECT_SCHEMA_VERSION).fetchone()[0] or 0
+            if found > SCHEMA_VERSION:
+                raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute(q.INSERT_SCHEMA_VERSION, (version, time.time()))
 
+    def schema_version(self) -> int:
+        """The schema version recorded in the file."""
+        with self._read() as conn:
+            return int(conn.execute(q.SELECT_SCHEMA_VERSION).fetchone()[0] or 0)
 
-_NO_GATE: Final = nullcontext()
-_STORES: weakref.WeakSet[SQLiteCheckpointer] = weakref.WeakSet()
-_FORK_ORPHANS: builtins.list[sqlite3.Connection] = []  # a child's inherited connections, kept
+    def close(self) -> None:
+        """Close this thread's connection and stop the background checkpoint thread (waiting
+        for a checkpoint in progress). Using the store again reopens both as needed. The last
+        connection to the file that closes, in any process, checkpoints the WAL and deletes
+        it (SQLite's own behaviour)."""
+        self._db.close()
 
-
-def _forget_connections_after_fork() -> None:
-    for store in builtins.list(_STORES):
-        store._forget_after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_connections_after_fork)
-
-
-def _translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError:
-    """The tether error for a :mod:`sqlite3` error, by the rule in
-    :mod:`tether.store._database_errors`."""
-    if isinstance(exc, UnicodeEncodeError):
-        return SerializationError(
-            f"a value sent to SQLite is not valid Unicode text ({exc.reason}); ids, names and "
-            "text must not hold lone surrogates",
-            type_name="str",
-        )
-    msg = str(exc)
-    kind = sqlite_kind(exc)
-    code = sqlite_code(exc)
-    if (code or "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        text = f"SQLite database {path!r} stayed locked by another writer past the busy timeout"
-    elif kind is Kind.UNAVAILABLE:
-        text = f"SQLite database {path!r} cannot be written: {msg}"
-    elif kind is Kind.CORRUPT:
-        text = f"{path!r} is not a readable tether SQLite database: {msg}"
-    elif kind is Kind.MISSING:
-        text = f"SQLite database {path!r} is missing tether tables or columns: {msg}"
-    elif kind is Kind.REJECTED:
-        text = (
-            f"SQLite database {path!r} rejected a value ({code}): {msg}; the same call will "
-            "fail the same way, so change the value or the constraint rather than retry"
-        )
-    else:
-        text = f"SQLite error on {path!r}: {msg}"
-    return store_error(kind, text, code=code, constraint=sqlite_constraint(exc))
+    async def aclose(self) -> None:
+        """Async :meth:`close` (releases this thread's connection; no I/O wait)."""
+        self.close()

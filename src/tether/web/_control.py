@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
-from ..errors import RunNotFoundError, RunStatusChangedError
+from ..errors import CorruptRecordError, RunNotFoundError, RunStatusChangedError
 from ..serde import parse_json_text
 from ._http import capped_body, json_response, to_run_page
 from ._service import ActionError, Service
@@ -56,13 +56,20 @@ async def delete_run(service: Service, execution_id: str, *, confirmed: bool) ->
     """
 
     def act() -> dict[str, Any]:
-        run = service.store.get_run(execution_id)
-        if run is None:
-            raise ActionError(404, f"no run with execution_id {execution_id!r}")
-        if run.status in CONFIRM_STATUSES and not confirmed:
-            raise ActionError(409, f"run {execution_id} is {run.status}: confirm to delete it")
+        status: str | None = None
         try:
-            result = delete(execution_id, store=service.store, only_if_status=run.status)
+            run = service.store.get_run(execution_id)
+        except CorruptRecordError as exc:  # a damaged run can still be deleted, confirmed
+            if not confirmed:
+                raise ActionError(409, f"{exc.message}; confirm to delete it") from None
+        else:
+            if run is None:
+                raise ActionError(404, f"no run with execution_id {execution_id!r}")
+            status = run.status
+            if status in CONFIRM_STATUSES and not confirmed:
+                raise ActionError(409, f"run {execution_id} is {status}: confirm to delete it")
+        try:
+            result = delete(execution_id, store=service.store, only_if_status=status)
         except (RunNotFoundError, RunStatusChangedError) as exc:
             raise ActionError(409, str(exc)) from None
         return asdict(result)

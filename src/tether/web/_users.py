@@ -37,6 +37,7 @@ MIN_TOKEN_CHARS: Final = 16
 """The shortest shared token (``TETHER_UI_TOKEN``) the server accepts."""
 USER_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 _SCRYPT: Final = {"n": 2**14, "r": 8, "p": 1}  # ~16 MiB and tens of ms per check
+_ENTRY_KEYS: Final = frozenset({"salt", "scrypt", *_SCRYPT})
 MAX_FAILURES: Final = 5
 FAILURE_WINDOW_SECONDS: Final = 60.0
 
@@ -135,9 +136,15 @@ def remove_user(path: str | os.PathLike[str], name: str) -> bool:
 
 
 def list_users(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """``[{"name", "created_at"}]`` of the users file, by name."""
+    """``[{"name", "created_at", "damaged"}]`` of the users file, by name. ``damaged`` marks
+    an entry that is not one ``add_user`` wrote (a hand edit): it admits nobody, and
+    ``add_user(name, replace=True)`` or ``remove_user`` repairs it."""
     return [
-        {"name": name, "created_at": entry.get("created_at")}
+        {
+            "name": name,
+            "created_at": entry.get("created_at") if isinstance(entry, dict) else None,
+            "damaged": not (isinstance(entry, dict) and entry.keys() >= _ENTRY_KEYS),
+        }
         for name, entry in sorted(_read(Path(path)).items())
     ]
 

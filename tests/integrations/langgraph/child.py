@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 
 from tests.integrations.langgraph.graphs import build
@@ -39,7 +40,7 @@ def main() -> None:
         return
     with TetherSaver.from_url() as saver:
         graph = build().compile(checkpointer=saver)
-        config = {"configurable": {"thread_id": thread_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         if verb == "run":
             result = graph.invoke({"messages": [HumanMessage(rest[0])]}, config)
         elif verb == "resume":

@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 import openai
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
+from openai.types.chat import ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
 
 
 class SupportState(TypedDict):
@@ -68,14 +72,16 @@ def _to_openai(message: AnyMessage) -> dict[str, Any]:
 
 def agent(state: SupportState) -> dict[str, Any]:
     client = openai.OpenAI(base_url=os.environ["STUB_URL"] + "/v1", api_key="test", max_retries=0)
-    reply = client.chat.completions.create(
-        model="gpt-test", messages=[_to_openai(m) for m in state["messages"]]
-    )
+    # _to_openai builds the Chat Completions shapes (the stub server validates them).
+    messages = cast(list[ChatCompletionMessageParam], [_to_openai(m) for m in state["messages"]])
+    reply = client.chat.completions.create(model="gpt-test", messages=messages)
     msg = reply.choices[0].message
-    calls = [
-        {"name": c.function.name, "args": json.loads(c.function.arguments), "id": c.id}
-        for c in msg.tool_calls or []
-    ]
+    calls = []
+    for c in msg.tool_calls or []:
+        assert isinstance(c, ChatCompletionMessageFunctionToolCall), c  # the stub's only kind
+        calls.append(
+            {"name": c.function.name, "args": json.loads(c.function.arguments), "id": c.id}
+        )
     return {"messages": [AIMessage(content=msg.content or "", tool_calls=calls)]}
 
 
@@ -96,7 +102,7 @@ def refund(order_id: str, amount: str) -> str:
     return f"refunded {amount} on {order_id}"
 
 
-TOOLS = {"lookup": lookup, "refund": refund}
+TOOLS: dict[str, Callable[..., str]] = {"lookup": lookup, "refund": refund}
 
 
 def tools(state: SupportState) -> dict[str, Any]:
@@ -123,3 +129,11 @@ def build() -> StateGraph[SupportState]:
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder
+
+
+def saved(saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> CheckpointTuple:
+    """The checkpoint ``config`` names (the thread's newest without a checkpoint id); fails the
+    test if the saver has none."""
+    got = saver.get_tuple(config)
+    assert got is not None, f"no checkpoint for {config}"
+    return got

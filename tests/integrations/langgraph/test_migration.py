@@ -4,9 +4,11 @@ version 4 store keeps its runs and gains the tables; a version 4 tether refuses 
 from __future__ import annotations
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 import tether
+from tests.integrations.langgraph.graphs import saved
 from tests.workers.test_migration import _open_at
 from tether import Chain
 from tether.integrations.langgraph import TetherSaver
@@ -29,9 +31,9 @@ def test_a_version_4_store_gains_the_langgraph_tables_and_keeps_its_runs(
         assert SCHEMA_VERSION >= 5 and store.schema_version() == SCHEMA_VERSION
         assert store.get_last(run_id).state_snapshot == {"n": 1}
         saver = TetherSaver(store)
-        config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
         stored = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
-        assert saver.get_tuple(stored).checkpoint["id"] == stored["configurable"]["checkpoint_id"]
+        assert saved(saver, stored).checkpoint["id"] == stored["configurable"]["checkpoint_id"]
     finally:
         store.close()
     with pytest.raises(tether.errors.SchemaVersionError) as refused:

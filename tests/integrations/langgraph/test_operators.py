@@ -17,9 +17,10 @@ import pytest
 import tether
 from tests.integrations.langgraph.app import support
 from tests.integrations.langgraph.conftest import call, lg_env, spawn_child
-from tests.integrations.langgraph.graphs import ledger
+from tests.integrations.langgraph.graphs import ledger, saved
 from tests.llm.stub_server import StubServer
 from tests.support.proc import ROOT
+from tests.support.results import question_of
 from tests.support.waiting import wait_for
 from tests.workers.procs import stop_all
 from tether.integrations.langgraph import TetherSaver
@@ -38,15 +39,15 @@ def tether_cli(
     )  # fmt: skip
 
 
-def paused_refund(store, stub: StubServer, monkeypatch) -> str:  # type: ignore[no-untyped-def]
+def paused_refund(store, stub: StubServer, monkeypatch) -> str:
     monkeypatch.setenv("STUB_URL", stub.url)
     stub.script([call("refund", order_id="A-1", amount="40.00")])
     paused = support(store).run({"messages": [("user", "Refund A-1")]}, thread_id="A-1")
-    assert paused.status == "paused" and paused.pending_interrupt["context"] == REFUND
+    assert question_of(paused)["context"] == REFUND
     return paused.execution_id
 
 
-def status_of(store, eid: str) -> str | None:  # type: ignore[no-untyped-def]
+def status_of(store, eid: str) -> str | None:
     run = store.get_run(eid)
     return None if run is None else run.status
 
@@ -76,7 +77,7 @@ def test_pending_list_shows_the_interrupt_value_and_approve_resumes_the_graph_on
     assert again.returncode != 0 and "already" in (again.stderr + again.stdout).lower()
     assert ledger(ledger_path) == ["refund-paid:A-1:40.00"]
     # The graph's own history has the answer as LangGraph's resume value.
-    final = TetherSaver(store).get_tuple({"configurable": {"thread_id": eid}})
+    final = saved(TetherSaver(store), {"configurable": {"thread_id": eid}})
     assert final.checkpoint["channel_values"]["messages"][-1].content == "Refunded."
 
 

@@ -9,9 +9,11 @@ import string
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
+from tests.integrations.langgraph.graphs import saved
 from tether.errors import CorruptRecordError
 from tether.integrations.langgraph import TetherSaver, TetherSerializer
 from tether.store import _langgraph_sql as q
@@ -53,7 +55,7 @@ def stored_bytes(store: Any) -> int:
 def test_a_list_that_grows_by_appending_stores_each_item_about_once(store):
     saver = TetherSaver(store)
     graph = appender(steps=120, chunk_bytes=1024).compile(checkpointer=saver)
-    config = {"configurable": {"thread_id": "log"}, "recursion_limit": 1000}
+    config: RunnableConfig = {"configurable": {"thread_id": "log"}, "recursion_limit": 1000}
     final = graph.invoke({"items": []}, config)
     assert len(final["items"]) == 120
     data = 120 * 1024
@@ -65,14 +67,12 @@ def test_a_list_that_grows_by_appending_stores_each_item_about_once(store):
         119,
         118,
     ]
-    assert (
-        TetherSaver(store).get_tuple(config).checkpoint["channel_values"]["items"] == final["items"]
-    )
+    assert saved(TetherSaver(store), config).checkpoint["channel_values"]["items"] == final["items"]
 
 
 def test_the_newest_checkpoint_is_read_from_a_bounded_chain_of_rows(store):
     saver = TetherSaver(store)
-    config = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
     for i in range(600):
         cp = empty_checkpoint()
         cp["channel_values"] = {"n": i}
@@ -86,7 +86,7 @@ def test_the_newest_checkpoint_is_read_from_a_bounded_chain_of_rows(store):
         with store._db._sync_pool().connection() as conn:
             span = conn.execute(store._q(sql)).fetchone()[0]
     assert span < 512
-    assert TetherSaver(store).get_tuple(config).checkpoint["channel_values"] == {"n": 599}
+    assert saved(TetherSaver(store), config).checkpoint["channel_values"] == {"n": 599}
 
 
 def test_two_savers_writing_one_thread_in_turn_each_store_a_readable_checkpoint(
@@ -96,7 +96,7 @@ def test_two_savers_writing_one_thread_in_turn_each_store_a_readable_checkpoint(
     first = TetherSaver(store)
     second = TetherSaver.from_url(url)
     try:
-        config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
         for i in range(6):
             saver = first if i % 2 == 0 else second
             cp = empty_checkpoint()
@@ -104,7 +104,7 @@ def test_two_savers_writing_one_thread_in_turn_each_store_a_readable_checkpoint(
             cp["channel_versions"] = {"turns": i + 1}
             config = saver.put(config, cp, {"step": i}, {"turns": i + 1})
         for saver in (first, second):
-            got = saver.get_tuple({"configurable": {"thread_id": "shared"}})
+            got = saved(saver, {"configurable": {"thread_id": "shared"}})
             assert got.checkpoint["channel_values"] == {"turns": [0, 1, 2, 3, 4, 5]}
             assert len(list(saver.list({"configurable": {"thread_id": "shared"}}))) == 6
     finally:
@@ -132,8 +132,8 @@ def test_a_pickled_payload_is_never_loaded(store):
 
 def test_versions_changed_in_place_after_put_are_stored_as_changed(store):
     saver = TetherSaver(store)
-    config = {"configurable": {"thread_id": "v", "checkpoint_ns": ""}}
-    seen = {"node": {"ch": 1}}
+    config: RunnableConfig = {"configurable": {"thread_id": "v", "checkpoint_ns": ""}}
+    seen: dict[str, ChannelVersions] = {"node": {"ch": 1}}
     for version in (1, 2):
         seen["node"]["ch"] = version  # the caller's own dict, changed in place
         cp = empty_checkpoint()
@@ -141,7 +141,7 @@ def test_versions_changed_in_place_after_put_are_stored_as_changed(store):
         cp["channel_versions"] = {"ch": version}
         cp["versions_seen"] = seen
         config = saver.put(config, cp, {}, {"ch": version})
-    got = TetherSaver(store).get_tuple(config).checkpoint
+    got = saved(TetherSaver(store), config).checkpoint
     assert got["versions_seen"] == {"node": {"ch": 2}} and got["channel_values"] == {"ch": 2}
 
 
@@ -154,7 +154,8 @@ def test_a_task_writing_one_special_channel_twice_in_one_call_keeps_the_last(sto
     )
     saver.put_writes(config, [(INTERRUPT, "first"), (INTERRUPT, "second")], "task-1")
     saver.put_writes(config, [("ch", 1), ("ch", 2)], "task-2")
-    writes = saver.get_tuple(config).pending_writes
+    writes = saved(saver, config).pending_writes
+    assert writes is not None
     assert sorted((t, c, v) for t, c, v in writes) == [
         ("task-1", INTERRUPT, "second"),
         ("task-2", "ch", 1),

@@ -135,7 +135,7 @@ def run_config(stub_url: str | None = None) -> RunConfig:
     )
 
 
-def support(checkpointer=None, stub_url=None) -> TetherAgent:  # type: ignore[no-untyped-def]
+def support(checkpointer=None, stub_url=None) -> TetherAgent:
     """The durable support desk; in-process tests pass a store and the stub's URL."""
     return TetherAgent(
         triage,

@@ -21,7 +21,7 @@ from tests.llm.stub_server import StubServer
 from tests.support.waiting import wait_for
 
 
-def kill(proc) -> None:  # type: ignore[no-untyped-def]
+def kill(proc) -> None:
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
 

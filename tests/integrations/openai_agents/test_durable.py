@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from tests.integrations.openai_agents.app import ledger, run_config, support, triage
 from tests.integrations.openai_agents.conftest import HANDOFF, call, counts, text
 from tests.llm.stub_server import StubServer
+from tests.support.results import question_of
 from tether import AlreadyResumed, Registry, Resume
 from tether.integrations.openai_agents import (
     APPROVAL_REASON,
@@ -82,11 +83,11 @@ def test_a_needs_approval_tool_pauses_as_a_tether_interrupt_and_runs_once_when_a
             "tool": "refund",
             "arguments": {"order_id": "A-1", "amount": 900},
             "agent": "billing",
-            "call_id": paused.pending_interrupt["context"]["call_id"],
+            "call_id": question_of(paused)["context"]["call_id"],
         },
         "node_id": "turn:1/tool:refund",
         "agent_path": "openai_agents:support/agent:billing/tool:refund",
-        "checkpoint_id": paused.pending_interrupt["checkpoint_id"],
+        "checkpoint_id": question_of(paused)["checkpoint_id"],
     }
     pending = store.get_pending_interrupt(paused.execution_id)
     assert pending is not None and pending.reason == APPROVAL_REASON
@@ -126,9 +127,9 @@ def test_interrupt_inside_a_function_tool_pauses_and_its_answer_reaches_the_tool
     paused = durable.run("Escalate A-1")
 
     assert paused.status == "paused"
-    assert paused.pending_interrupt["reason"] == "supervisor"
-    assert paused.pending_interrupt["context"] == {"order_id": "A-1"}
-    assert paused.pending_interrupt["agent_path"] == (
+    assert question_of(paused)["reason"] == "supervisor"
+    assert question_of(paused)["context"] == {"order_id": "A-1"}
+    assert question_of(paused)["agent_path"] == (
         "openai_agents:support/agent:billing/tool:escalate"
     )
     done = durable.resume(paused.execution_id, Resume(approved=True, data="go ahead"))
@@ -328,6 +329,7 @@ def test_tether_spans_cover_the_run_each_model_call_and_each_tool_with_trace_ids
         "tether.tool lookup",
     ]
     (run,) = [s for s in exporter.get_finished_spans() if s.name == "tether.run support"]
+    assert run.attributes is not None
     assert run.attributes["tether.execution_id"] == result.execution_id
     assert run.attributes["tether.status"] == "completed"
     trace_id = format_trace_id(run.context.trace_id)
@@ -346,11 +348,11 @@ def test_two_approvals_in_one_answer_are_asked_one_at_a_time_and_both_tools_run_
     stub.script([HANDOFF, both, text("One refunded, one declined.")])
     durable = support(store, stub.url)
     first = durable.run("Refund A-1 and B-2")
-    assert first.pending_interrupt["context"]["arguments"]["order_id"] == "A-1"
+    assert question_of(first)["context"]["arguments"]["order_id"] == "A-1"
 
     second = durable.resume(first.execution_id, Resume(approved=True))
     assert second.status == "paused"
-    assert second.pending_interrupt["context"]["arguments"]["order_id"] == "B-2"
+    assert question_of(second)["context"]["arguments"]["order_id"] == "B-2"
     assert ledger(ledger_path) == []  # nothing runs before every approval is answered
 
     done = durable.resume(first.execution_id, Resume(approved=False, data="too late"))

@@ -31,14 +31,14 @@ from tests.workers.procs import stop_all
 from tether.integrations.openai_agents import APPROVAL_REASON
 
 
-def paused_refund(store, stub: StubServer) -> str:  # type: ignore[no-untyped-def]
+def paused_refund(store, stub: StubServer) -> str:
     stub.script([HANDOFF, call("refund", order_id="A-1", amount=900)])
     paused = support(store, stub.url).run("Refund A-1")
     assert paused.status == "paused"
     return paused.execution_id
 
 
-def status_of(store, eid: str) -> str | None:  # type: ignore[no-untyped-def]
+def status_of(store, eid: str) -> str | None:
     run = store.get_run(eid)
     return None if run is None else run.status
 

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     store = tether.connect(db_url)
     agent = durable(stub_url, store)
     if os.environ.get("LEASE_SECONDS"):  # a short lease, so a worker takes the run over soon
-        agent.lease_seconds = float(os.environ["LEASE_SECONDS"])  # type: ignore[attr-defined]
+        agent.lease_seconds = float(os.environ["LEASE_SECONDS"])
     try:
         if verb == "run":
             result = agent.run(argv[4], execution_id=eid)

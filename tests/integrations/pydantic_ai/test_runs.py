@@ -319,7 +319,13 @@ def test_a_tether_agent_needs_a_name_and_a_pydantic_ai_agent(stub: StubServer) -
 def test_an_event_stream_handler_gets_each_live_model_stream_once_across_a_pause(
     store, stub: StubServer, logs: Logs
 ) -> None:
-    from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, ToolCallPart
+    from pydantic_ai.messages import (
+        PartDeltaEvent,
+        PartStartEvent,
+        TextPart,
+        TextPartDelta,
+        ToolCallPart,
+    )
 
     events: list[object] = []
 
@@ -332,7 +338,7 @@ def test_an_event_stream_handler_gets_each_live_model_stream_once_across_a_pause
         for e in found:
             if isinstance(e, PartStartEvent) and isinstance(e.part, TextPart):
                 out += e.part.content
-            elif isinstance(e, PartDeltaEvent) and hasattr(e.delta, "content_delta"):
+            elif isinstance(e, PartDeltaEvent) and isinstance(e.delta, TextPartDelta):
                 out += e.delta.content_delta
         return out
 

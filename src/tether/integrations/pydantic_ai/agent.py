@@ -10,6 +10,7 @@ from pydantic_ai.messages import ModelMessage, UserContent
 from pydantic_ai.usage import UsageLimits
 
 from ...engine.claim import DEFAULT_CLAIM_LEASE_SECONDS
+from ...engine.lease import DEFAULT_RUN_LEASE_SECONDS
 from ...engine.sync import run_sync
 from ...errors import ConfigurationError
 from ...interrupt import Resume
@@ -60,6 +61,10 @@ class TetherAgent(Generic[DepsT, OutputT]):
     """
 
     kind = "pydantic_ai"
+    # The run lease period: how long the process that drives a run holds it without a
+    # heartbeat; once a crashed owner's lease lapses, a worker takes the run over (§10,
+    # docs/workers.md).
+    lease_seconds: float = DEFAULT_RUN_LEASE_SECONDS
 
     def __init__(
         self,

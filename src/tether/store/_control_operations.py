@@ -1,0 +1,173 @@
+"""Cancel and delete, written once for both SQL backends (the rules: :mod:`._control`).
+
+Each runs in one transaction that first reads the run row under the backend's lock
+(``LOCK_RUN``: Postgres ``FOR UPDATE``, SQLite the plan's ``BEGIN IMMEDIATE``), so a step
+commit in flight either lands before the cancel reads the run's newest row or is fenced out
+after it (``LeaseLost``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as _dt
+from collections.abc import Sequence
+
+from . import _codec
+from ._audit_codec import audit_named_params
+from ._control import (
+    CANCELLABLE,
+    CancelOutcome,
+    DeleteOutcome,
+    cancel_audit,
+    cancel_checkpoint,
+    cancel_error_text,
+    unfenced,
+)
+from ._operations import StoreOperations
+from ._plans import Plan
+from .base import PendingInterrupt
+
+__all__ = ["ControlOperations"]
+
+
+class ControlOperations(StoreOperations):
+    """The :class:`~tether.store._control.ControlStore` capability of a SQL checkpointer."""
+
+    def _cancel_plan(
+        self,
+        eid: str,
+        by: str | None,
+        reason: str | None,
+        via: str,
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
+    ) -> Plan[CancelOutcome]:
+        sql, of_run = self._sql, {"execution_id": eid}
+        row = (yield sql.LOCK_RUN, dict(of_run)).one()
+        if row is None:
+            return CancelOutcome(found=False)
+        status, owner, now = row
+        out = CancelOutcome(found=True, status_before=status, owner_before=owner)
+        if status not in CANCELLABLE:
+            return out
+        if only_if_pending is not None:
+            pending = (yield sql.LOCK_PENDING, dict(of_run)).one()
+            if pending is None or tuple(pending) != (only_if_pending, None, None):
+                return out  # answered, claimed or moved on meanwhile: the deadline is moot
+        # Read under the lock: no fenced commit can land after this read.
+        self._heads.drop(eid)
+        head = yield from self._head_plan(eid)
+        at = _codec.ts_to_dt(now) or _dt.datetime.now(_dt.UTC)  # the database's clock
+        cp = cancel_checkpoint(
+            eid, head, by=by, reason=reason, at=at, status_before=status, end_as=end_as
+        )
+        with unfenced(self._fences, eid):
+            self._heads.set(eid, head or _codec.empty_head())
+            yield from self._insert_plan(cp)
+        error = cancel_error_text(by, reason, end_as)
+        yield sql.CANCEL_RUN, {**of_run, "end_as": end_as, "error": error}
+        gone = (yield sql.DELETE_PENDING_RETURNING, dict(of_run)).one()
+        withdrawn = None if gone is None else gone[0]
+        entry = cancel_audit(
+            eid,
+            by=by,
+            reason=reason,
+            via=via,
+            status_before=status,
+            withdrawn=withdrawn,
+            end_as=end_as,
+        )
+        yield sql.INSERT_AUDIT_ENTRY, audit_named_params(entry)
+        out.cancelled = True
+        out.checkpoint = cp
+        out.withdrawn_checkpoint_id = withdrawn
+        return out
+
+    def _delete_plan(self, eid: str, statuses: Sequence[str] | None) -> Plan[DeleteOutcome]:
+        sql, of_run = self._sql, {"execution_id": eid}
+        row = (yield sql.LOCK_RUN, dict(of_run)).one()
+        if row is None:
+            return DeleteOutcome(found=False)
+        out = DeleteOutcome(found=True, status=row[0])
+        if statuses is not None and row[0] not in statuses:
+            return out
+        out.checkpoints = (yield sql.DELETE_CHECKPOINTS_OF_RUN, dict(of_run)).rowcount
+        out.idempotency = (yield sql.DELETE_IDEMPOTENT_OF_RUN, dict(of_run)).rowcount
+        out.pending = len((yield sql.DELETE_PENDING_RETURNING, dict(of_run)).rows)
+        yield sql.DELETE_AUDIT_OF_RUN, dict(of_run)
+        for query in sql.DELETE_LANGGRAPH_OF_RUNS:  # a LangGraph run's thread, by the run's kind
+            yield query, {"ids": [eid]}
+        yield sql.DELETE_RUN, dict(of_run)
+        return out
+
+    def cancel_run(
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
+    ) -> CancelOutcome:
+        """See :meth:`tether.store._control.ControlStore.cancel_run`."""
+        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
+        try:
+            return self._db.run("cancel_run", plan, write=True, execution_id=execution_id)
+        finally:  # a drive of this process writing the run re-reads its head, fenced out
+            self._heads.drop(execution_id)
+
+    async def acancel_run(
+        self,
+        execution_id: str,
+        *,
+        by: str | None,
+        reason: str | None,
+        via: str = "code",
+        end_as: str = "cancelled",
+        only_if_pending: str | None = None,
+    ) -> CancelOutcome:
+        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
+        try:
+            return await self._db.arun("cancel_run", plan, write=True, execution_id=execution_id)
+        finally:
+            self._heads.drop(execution_id)
+
+    def _due_plan(
+        self, runner_names: Sequence[str] | None, limit: int
+    ) -> Plan[builtins.list[PendingInterrupt]]:
+        if runner_names is not None and not runner_names:
+            return []
+        names = None if runner_names is None else list(runner_names)
+        rows = (yield self._sql.SELECT_DUE, {"runner_names": names, "limit": limit}).rows
+        return [_codec.pending_from_row(r) for r in rows]
+
+    def due_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        """See :meth:`tether.store._control.ControlStore.due_interrupts`."""
+        return self._db.run("due_interrupts", self._due_plan(runner_names, limit))
+
+    async def adue_interrupts(
+        self, *, runner_names: Sequence[str] | None, limit: int
+    ) -> builtins.list[PendingInterrupt]:
+        return await self._db.arun("due_interrupts", self._due_plan(runner_names, limit))
+
+    def delete_run(
+        self, execution_id: str, *, statuses: Sequence[str] | None = None
+    ) -> DeleteOutcome:
+        """See :meth:`tether.store._control.ControlStore.delete_run`."""
+        plan = self._delete_plan(execution_id, statuses)
+        try:
+            return self._db.run("delete_run", plan, write=True, execution_id=execution_id)
+        finally:
+            self._heads.drop(execution_id)
+
+    async def adelete_run(
+        self, execution_id: str, *, statuses: Sequence[str] | None = None
+    ) -> DeleteOutcome:
+        plan = self._delete_plan(execution_id, statuses)
+        try:
+            return await self._db.arun("delete_run", plan, write=True, execution_id=execution_id)
+        finally:
+            self._heads.drop(execution_id)
