@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -135,7 +136,6 @@ async def test_a_value_the_server_refuses_fails_only_its_own_step(pg, pg_schema)
 
 async def test_a_step_cancelled_while_queued_is_never_written(pg, pg_schema):
     from tether.store._plans import StepInsert
-    from tether.store._postgres_drive import cursor
 
     (eid_a, eid_b) = await _runs(pg, 2)
     gate = asyncio.Event()
@@ -147,7 +147,8 @@ async def test_a_step_cancelled_while_queued_is_never_written(pg, pg_schema):
         yield conn
 
     loop = asyncio.get_running_loop()
-    batcher = _postgres_batch.Batcher(loop, pg._q("{schema}"), connection, cursor, 1)
+    usage = SimpleNamespace(in_use=0, max_in_use=0)
+    batcher = _postgres_batch.Batcher(loop, pg._q("{schema}"), connection, 1, usage)
 
     def step(eid: str) -> StepInsert:
         plan = pg._put_plan(_cp(eid, "step", 1), None, None, None, False, None)

@@ -32,14 +32,15 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 
 from . import _codec
-from ._plans import StepInsert
+from ._plans import PAST_LAST, Plan, Result, StepInsert
+from ._postgres_drive import cursor
 
-__all__ = ["MAX_ROWS", "Batcher", "Outcome"]
+__all__ = ["MAX_ROWS", "Batcher", "Outcome", "finish"]
 
 MAX_ROWS: Final = 8
 """The most steps one flush writes. Smaller batches let several flushes overlap (one commits
@@ -98,8 +99,8 @@ class Batcher:
         loop: the event loop the pool belongs to.
         schema: the rendered schema identifier (``b'"tether"'``).
         connection: ``() -> async context manager`` checking a connection out of that pool.
-        cursor: the connection's reusable cursor (with tether's text adapters).
         flushes: the most flushes at once (the pool's ``max_size``).
+        usage: the pool's checkout counts (``in_use``, ``max_in_use``), kept for flushes too.
     """
 
     def __init__(
@@ -107,13 +108,13 @@ class Batcher:
         loop: asyncio.AbstractEventLoop,
         schema: bytes,
         connection: Any,
-        cursor: Any,
         flushes: int,
+        usage: Any,
     ) -> None:
         self._loop = loop
         self._schema = schema
         self._connection = connection
-        self._cursor = cursor
+        self._usage = usage
         self._flushes = max(1, flushes)
         self._queue: list[tuple[StepInsert, asyncio.Future[Outcome]]] = []
         self._running = 0
@@ -167,7 +168,12 @@ class Batcher:
                     continue
                 try:
                     async with self._connection() as conn:
-                        outcomes = await self._write(conn, items)
+                        self._usage.in_use += 1
+                        self._usage.max_in_use = max(self._usage.max_in_use, self._usage.in_use)
+                        try:
+                            outcomes = await self._write(conn, items)
+                        finally:
+                            self._usage.in_use -= 1
                 except BaseException as exc:  # no connection, or cancelled with the loop
                     for _, fut in items:
                         if fut.done():
@@ -191,7 +197,7 @@ class Batcher:
         items: list[tuple[StepInsert, asyncio.Future[Outcome]]],
     ) -> list[Outcome]:
         pid = conn.pgconn.backend_pid
-        cur = self._cursor(conn)
+        cur = cursor(conn)
         if len(items) == 1:
             query, params = items[0][0].single
             try:
@@ -214,3 +220,25 @@ class Batcher:
             created = written.get(step.row[0])
             out.append(Outcome(pid=pid) if created is None else Outcome([(created,)], pid=pid))
         return out
+
+
+T = TypeVar("T")
+
+
+def finish(plan: Plan[T], outcome: Outcome) -> tuple[bool, T | None]:
+    """Send ``plan`` its step's outcome: ``(True, the plan's value)``, or ``(False, None)``
+    when the step is to be written again alone.
+
+    Raises:
+        psycopg.Error: the plan re-raised the step's error (the caller translates it).
+    """
+    try:
+        if outcome.error is not None:
+            plan.throw(outcome.error)
+        elif outcome.rows is not None:
+            plan.send(Result(outcome.rows, len(outcome.rows)))
+        else:
+            return False, None
+    except StopIteration as stop:
+        return True, stop.value
+    raise RuntimeError(PAST_LAST)

@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -34,9 +34,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from .._context import sync_drive
 from ..errors import StoreError
 from ._database_errors import postgres_constraint
-from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, Write, last
-from ._postgres_batch import Batcher
-from ._postgres_drive import adrive, cursor, drive
+from ._plans import Plan, Result, Statement, StepInsert, Write, last
+from ._postgres_batch import Batcher, finish
+from ._postgres_drive import adrive, drive
 from ._postgres_errors import first_line, translate
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
 
@@ -135,8 +135,7 @@ class Database:
         target: the server as shown in messages (no password).
         name: pool name prefix for psycopg's logs.
         setup: a factory of the plan that creates the schema; it runs once, on first use.
-        schema: the rendered schema identifier, for the statements that write many runs'
-            steps at once (:mod:`tether.store._postgres_batch`).
+        schema: the rendered schema, for multi-row step statements (:mod:`._postgres_batch`).
     """
 
     batches_steps = True
@@ -402,7 +401,12 @@ class Database:
                 if isinstance(first, StepInsert):
                     batcher = self._batcher(lp, pool)
                     if batcher.busy():
-                        done, value = await self._abatch(batcher, op, plan, first, execution_id)
+                        outcome = await batcher.submit(first)
+                        try:
+                            done, value = finish(plan, outcome)
+                        except psycopg.Error as exc:
+                            pid, lost = outcome.pid, outcome.lost
+                            raise self._translate(exc, op, pid, lost, execution_id) from exc
                         if done:
                             return value
                     else:
@@ -425,53 +429,11 @@ class Database:
         finally:
             plan.close()
 
-    def _batcher(
-        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
-    ) -> Batcher:
+    def _batcher(self, lp: _LoopPool, pool: AsyncConnectionPool[Any]) -> Batcher:
         if lp.batcher is None:
-            lp.batcher = Batcher(
-                lp.loop, self.schema, lambda: self._acounted(lp, pool), cursor, self.max_size
-            )
+            checkout = lambda: lp.recovery.connection(pool)  # noqa: E731
+            lp.batcher = Batcher(lp.loop, self.schema, checkout, self.max_size, self.async_usage)
         return lp.batcher
-
-    @contextlib.asynccontextmanager
-    async def _acounted(
-        self, lp: _LoopPool, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
-    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A connection of ``pool`` for a flush, counted in :meth:`stats` as any checkout."""
-        usage = self.async_usage
-        async with lp.recovery.connection(pool) as conn:
-            usage.in_use += 1
-            usage.max_in_use = max(usage.max_in_use, usage.in_use)
-            try:
-                yield conn
-            finally:
-                usage.in_use -= 1
-
-    async def _abatch(
-        self,
-        batcher: Batcher,
-        op: str,
-        plan: Plan[T],
-        step: StepInsert,
-        execution_id: str | None,
-    ) -> tuple[bool, T | None]:
-        """Write ``step`` with other runs' steps (:mod:`tether.store._postgres_batch`) and
-        finish ``plan`` with its result: ``(True, the plan's value)``, or ``(False, None)``
-        when the step is to be written again alone."""
-        outcome = await batcher.submit(step)
-        try:
-            if outcome.error is not None:
-                plan.throw(outcome.error)
-            elif outcome.rows is not None:
-                plan.send(Result(outcome.rows, len(outcome.rows)))
-            else:
-                return False, None
-        except StopIteration as stop:
-            return True, stop.value
-        except psycopg.Error as exc:
-            raise self._translate(exc, op, outcome.pid, outcome.lost, execution_id) from exc
-        raise RuntimeError(PAST_LAST)
 
     def _checkout(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         pool = self._sync_pool()
