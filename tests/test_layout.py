@@ -19,24 +19,6 @@ SRC = Path(tether.__file__).resolve().parent.parent
 MAX_MODULE_LINES = 500
 """A module past this many lines usually holds two ideas (STYLE.md, "Shape")."""
 
-OVERSIZED_FOR_NOW: set[str] = set()
-"""Modules allowed past :data:`MAX_MODULE_LINES` until the work that splits them lands."""
-
-CYCLES_FOR_NOW: set[frozenset[str]] = set()
-"""Import cycles tolerated until the work that removes them lands."""
-
-PRIVATE_IMPORTS_FOR_NOW = {
-    ("tether.integrations.langgraph._backend", "tether.store._postgres_io"),
-}
-"""(importer, private module) pairs tolerated until each gets a public home (issue 16)."""
-
-PRIVATE_NAMES_FOR_NOW = {
-    # issue 16: the saver's SQLite driver runs plans itself; the store's own plan driver
-    # (the store rewrite) replaces it, and with it this import.
-    ("tether.integrations.langgraph._backend", "tether.store.sqlite", "_translate"),
-}
-"""(importer, module, private name) tolerated until each gets a public name (issue 16)."""
-
 
 @dataclass(frozen=True)
 class Module:
@@ -198,7 +180,7 @@ def test_the_checker_reads_relative_function_level_and_type_checking_imports() -
 
 
 def test_no_import_cycle_among_tethers_modules() -> None:
-    cycles = [c for c in _cycles(_graph()) if frozenset(c) not in CYCLES_FOR_NOW]
+    cycles = _cycles(_graph())
     assert cycles == [], (
         "these modules import each other (directly or through others); move what both need "
         f"into a module below them: {cycles}"
@@ -212,8 +194,6 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
         package = MODULES[name].package
         for target in sorted(targets):
             owner = _owner_of_private(target)
-            if (name, target) in PRIVATE_IMPORTS_FOR_NOW:
-                continue
             if owner is not None and not (package == owner or package.startswith(owner + ".")):
                 wrong.append(f"{name} imports {target}")
     assert wrong == [], (
@@ -228,7 +208,7 @@ def test_no_module_takes_a_private_name_from_another_package() -> None:
         for source, private in sorted(_private_names(module)):
             owner = MODULES[source].package
             allowed = module.package == owner or module.package.startswith(owner + ".")
-            if not allowed and (name, source, private) not in PRIVATE_NAMES_FOR_NOW:
+            if not allowed:
                 wrong.append(f"{name} takes {private} from {source}")
     assert wrong == [], (
         "a private name is for its own package (and the packages inside it); give what "
@@ -238,11 +218,7 @@ def test_no_module_takes_a_private_name_from_another_package() -> None:
 
 def test_no_module_is_past_the_size_of_one_idea() -> None:
     sizes = {name: len(module.path.read_text().splitlines()) for name, module in MODULES.items()}
-    over = {
-        name: n
-        for name, n in sorted(sizes.items())
-        if n > MAX_MODULE_LINES and name not in OVERSIZED_FOR_NOW
-    }
+    over = {name: n for name, n in sorted(sizes.items()) if n > MAX_MODULE_LINES}
     assert over == {}, f"split these modules by idea (lines > {MAX_MODULE_LINES}): {over}"
 
 

@@ -16,9 +16,11 @@ from tether.errors import CorruptRecordError
 
 # (table, column, value): what a bad restore or a hand edit leaves. Postgres types its text
 # and timestamp columns, so only JSON can be damaged there; SQLite stores whatever was written.
-JSON_DAMAGE = [
+BOTH_DAMAGE = [
     ("pending_interrupts", "context", b"\x00\xff"),
     ("pending_interrupts", "resume_value", b"{bad"),
+    # a status this tether does not know (a newer writer's): was shown and resumed over
+    ("runs", "status", "superseded"),
 ]
 SQLITE_DAMAGE = [
     ("pending_interrupts", "reason", b"\xff"),
@@ -28,8 +30,8 @@ SQLITE_DAMAGE = [
 ]
 
 
-@pytest.mark.parametrize(("table", "column", "value"), JSON_DAMAGE)
-def test_damaged_json_in_a_pending_row_read_by_id_names_the_run_and_field(
+@pytest.mark.parametrize(("table", "column", "value"), BOTH_DAMAGE)
+def test_damaged_json_or_an_unknown_status_read_by_id_names_the_run_and_field(
     store: Any, db_url: str, table: str, column: str, value: Any
 ) -> None:
     check_named(store, db_url, table, column, value)

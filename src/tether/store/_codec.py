@@ -28,7 +28,7 @@ from ._delta import (
 )
 from ._heads import HeadCache
 from ._node_input import dump_node_input, load_node_input
-from .base import PendingInterrupt, RunRecord
+from .base import RUN_STATUSES, PendingInterrupt, RunRecord
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -177,7 +177,11 @@ def run_from_row(row: Any) -> RunRecord:
         )
     except Exception:  # which field: decoded again one at a time, below
         run = None
-    if run is None or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT):
+    if (
+        run is None
+        or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT)
+        or run.status not in RUN_STATUSES
+    ):
         run = decode_run(row)
         raise CorruptRecordError(
             f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
@@ -254,11 +258,19 @@ def optional_text(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
+def _run_status(value: Any) -> str:
+    # A status a newer (or broken) writer left is not guessed at, as a checkpoint row's is not.
+    status = _text(value)
+    if status not in RUN_STATUSES:
+        raise CorruptRecordError(f"status {status!r} is not one this tether knows")
+    return status
+
+
 _RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
     ("execution_id", _text),
     ("runner_name", _text),
     ("runner_kind", _text),
-    ("status", _text),
+    ("status", _run_status),
     ("input", load_json),
     ("parent_execution_id", optional_text),
     ("parent_checkpoint_id", optional_text),

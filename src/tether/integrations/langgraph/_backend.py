@@ -1,11 +1,11 @@
 """Runs the saver's plans on a tether store: its SQLite file or its Postgres pools.
 
 A plan is a generator that yields ``(query, params)`` and is sent each statement's result
-(rows, rowcount), as in :mod:`tether.store._postgres_io`: each saver operation is written once
-and driven synchronously or asynchronously. On Postgres the store's own :class:`Database`
-drives it (pools, reconnects, error translation); on SQLite this module does, inside the
-store's write transaction (``BEGIN IMMEDIATE``) or a read transaction, so a plan's reads see
-one snapshot.
+(rows, rowcount), as the store's own are (:mod:`tether.store.drivers`): each saver operation
+is written once and driven synchronously or asynchronously. On Postgres the store's own
+:class:`Database` drives it (pools, reconnects, error translation); on SQLite this module
+does, inside the store's write transaction (``BEGIN IMMEDIATE``) or a read transaction, so a
+plan's reads see one snapshot.
 """
 
 from __future__ import annotations
@@ -17,27 +17,15 @@ import threading
 import time
 from collections.abc import Generator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from ...errors import ConfigurationError
 from ...store import langgraph_sql as q
 from ...store.base import Checkpointer
-from ...store.sqlite import SQLiteCheckpointer, _translate
+from ...store.drivers import Result, last, translate_sqlite_error
+from ...store.sqlite import SQLiteCheckpointer
 
 T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class Rows:
-    """What one statement returned (the shape of ``_postgres_io.Result``)."""
-
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...] | None:
-        """The first row, or ``None``."""
-        return self.rows[0] if self.rows else None
 
 
 Statement: TypeAlias = tuple[Any, Sequence[Any] | None]
@@ -131,7 +119,7 @@ class SQLiteBackend:
         except StopIteration as stop:  # a plan with no statement
             return stop.value  # type: ignore[no-any-return]
         except sqlite3.Error as exc:  # pragma: no cover - the context managers translate
-            raise _translate(exc, store.path) from exc
+            raise translate_sqlite_error(exc, store.path) from exc
         finally:
             plan.close()
 
@@ -147,7 +135,7 @@ class SQLiteBackend:
             with nullcontext() if wal is None else wal.gate:
                 result = _drive(conn, plan, stmt)
         except (sqlite3.Error, UnicodeEncodeError) as exc:
-            raise _translate(exc, store.path) from exc
+            raise translate_sqlite_error(exc, store.path) from exc
         if wal is not None:
             wal.committed()
         return result
@@ -167,7 +155,7 @@ def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement) -> T:
         while True:
             try:
                 cur = conn.execute(stmt[0], stmt[1] or ())
-                result = Rows(cur.fetchall(), cur.rowcount)
+                result = Result(cur.fetchall(), cur.rowcount)
             except sqlite3.Error as exc:
                 stmt = plan.throw(exc)
                 continue
@@ -182,11 +170,8 @@ class PostgresBackend:
     def __init__(self, store: Any) -> None:
         import psycopg
 
-        from ...store import _postgres_io
-
         self._store = store
         self._unique = psycopg.errors.UniqueViolation
-        self._last = _postgres_io.last
 
     @property
     def store(self) -> Any:
@@ -196,7 +181,7 @@ class PostgresBackend:
         return self._store._q(template)  # type: ignore[no-any-return]
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
-        return self._last(self.q(template), params)
+        return last(self.q(template), params)
 
     def now(self) -> _dt.datetime:
         return _dt.datetime.now(_dt.UTC)
