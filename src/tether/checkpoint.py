@@ -11,12 +11,12 @@ import os
 import random
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from .errors import AlreadyResumed, RunCancelledError, RunNotFoundError
 
 if TYPE_CHECKING:
-    from .store.base import Checkpointer
+    from .store.base import Checkpointer, ResumableStore
 
 __all__ = [
     "RUN_END",
@@ -187,6 +187,27 @@ is sent the answer. It yields :data:`RESUMABLE` for the store's one-read ``get_r
 RESUMABLE: Final = -1
 
 
+def resumable(store: object) -> ResumableStore | None:
+    """``store`` as a :class:`~tether.store.base.ResumableStore` (it reads the row a resume
+    re-enters in one read: both bundled backends), or ``None`` when it lacks the capability
+    and is walked back with ``get_last``."""
+    # Not ``isinstance``: a runtime-checkable protocol checks that the names exist, not that
+    # they can be called.
+    found = callable(getattr(store, "get_resumable", None)) and callable(
+        getattr(store, "aget_resumable", None)
+    )
+    return cast("ResumableStore", store) if found else None
+
+
+def one_read(store: object) -> ResumableStore:
+    """``store`` as a :class:`~tether.store.base.ResumableStore`, which a rule asking for
+    :data:`RESUMABLE` was promised (a bug otherwise: ``RuntimeError``)."""
+    found = resumable(store)
+    if found is None:  # pragma: no cover - a rule built with fast=True for such a store
+        raise RuntimeError(f"{type(store).__name__} cannot read the resumable row in one read")
+    return found
+
+
 def cancelled_error_of(execution_id: str, last: Checkpoint | None) -> RunCancelledError:
     """The :class:`RunCancelledError` of a cancelled run, naming who, when and why from its
     ``cancelled`` run-end row ``last`` (docs/design.md §4)."""
@@ -258,7 +279,7 @@ def read_rows(
         ask = next(rule)
         while True:
             if ask == RESUMABLE:
-                got: Any = store.get_resumable(execution_id)  # type: ignore[attr-defined]
+                got: Any = one_read(store).get_resumable(execution_id)
             else:
                 got = store.get_last(
                     execution_id, before_seq=ask, agent_path_prefix=agent_path_prefix
@@ -292,7 +313,7 @@ def latest_resumable(
         RunCancelledError: the run was cancelled.
     """
     # The bundled stores read the resumable row in one statement.
-    fast = agent_path_prefix is None and callable(getattr(store, "get_resumable", None))
+    fast = agent_path_prefix is None and resumable(store) is not None
     cp = read_rows(resumable_rows(execution_id, fast=fast), store, execution_id, agent_path_prefix)
     if cp is None:
         _assert_run(store, execution_id)

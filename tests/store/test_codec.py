@@ -324,16 +324,19 @@ def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_t
     assert _compression.compress_state(noise, 512) is noise
 
 
-def test_a_delta_payload_is_compressed_and_applies_like_the_plain_one():
+def test_a_delta_payload_is_compressed_only_from_16_kb_and_applies_like_the_plain_one():
     keys = _keys({"log": [_PROSE * 3]})
     _, full, head = _delta.encode_state(None, keys)
-    grown = _keys({"log": [_PROSE * 3, _PROSE * 5]})
-    kind, delta, _ = _delta.encode_state(head, grown)
-    assert kind == "delta"
-    packed = _compression.compress_state(delta, 512)
-    assert packed[:1] == _compression.ZSTD_MARK
     start = _delta.apply_row({}, "full", full)
-    assert _delta.apply_row(start, "delta", packed) == _delta.apply_row(start, "delta", delta)
+    for size, compressed in ((5, False), (110, True)):  # ~0.8 KB and ~17 KB of messages
+        grown = _keys({"log": [_PROSE * 3, _PROSE * size]})
+        kind, delta, _ = _delta.encode_state(head, grown)
+        assert kind == "delta"
+        assert (len(delta) >= _compression.DELTA_COMPRESS_MIN_BYTES) is compressed
+        packed = _compression.compress_state(delta, 512, delta=True)
+        assert (packed[:1] == _compression.ZSTD_MARK) is compressed
+        assert _compression.compress_state(delta, 512)[:1] == _compression.ZSTD_MARK  # as full
+        assert _delta.apply_row(start, "delta", packed) == _delta.apply_row(start, "delta", delta)
 
 
 _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}')
@@ -397,16 +400,20 @@ def _put_note(store, eid: str, notes: list[str], n: int) -> None:
 
 
 def test_large_state_rows_are_stored_compressed_and_read_back_exactly(store):
+    """A full snapshot from 512 bytes is compressed; a delta only from 16 KB (a 1 KB message
+    stays plain JSON: every resume replays it, and reading a frame costs 4x parsing it)."""
     eid = "run-z"
     store.create_run(RunRecord(eid, "chain-z", "chain"))
     notes: list[str] = []
     for n in range(6):
-        notes = [*notes, f"{n}: " + _PROSE * (n % 3 + 4)]
+        notes = [*notes, f"{n}: " + _PROSE * (110 if n % 2 else n % 3 + 4)]
         _put_note(store, eid, notes, n)
     _put_note(store, eid, [*notes], 6)  # a delta of a few bytes stays plain JSON
     stored = _raw_sql(store, "SELECT seq, state_kind, state FROM {t} ORDER BY seq")
     marks = [(kind, bytes(state[:1])) for _, kind, state in stored]
-    assert marks[:6] == [("full", b"(")] + [("delta", b"(")] * 5
+    assert marks[:6] == [("full", b"(")] + [("delta", b"("), ("delta", b"{")] * 2 + [
+        ("delta", b"(")
+    ]
     assert marks[6] == ("delta", b"{")
     plain = sum(len(orjson.dumps(note)) for note in notes)
     assert sum(len(state) for _, _, state in stored) * 3 < plain  # prose: well under a third
@@ -434,6 +441,73 @@ def test_a_store_with_compression_off_writes_plain_json_and_reads_compressed_row
         plain_store.close()
     stored = _raw_sql(store, "SELECT state FROM {t} ORDER BY seq")
     assert [bytes(state[:1]) for (state,) in stored] == [b"(", b"{"]
+
+
+def test_rows_with_small_compressed_deltas_as_an_earlier_tether_wrote_them_still_load(store):
+    """Until 16 KB became the deltas' threshold, tether compressed every payload from 512
+    bytes: a run whose 1 KB message deltas are Zstandard frames (rewritten so here) loads
+    row by row, at its newest row and at its resume point, and a resumed writer continues it
+    with plain deltas."""
+    eid = "run-old-deltas"
+    store.create_run(RunRecord(eid, "chain-z", "chain"))
+    notes: list[str] = []
+    for n in range(5):
+        notes = [*notes, f"{n}: " + _PROSE * 6]
+        _put_note(store, eid, notes, n)
+    deltas = "SELECT seq, state FROM {t} WHERE execution_id = %s AND state_kind = 'delta'"
+    for seq, state in _raw_sql(store, deltas, (eid,)):
+        frame = _compression.compress_state(bytes(state), 512)  # the earlier rule
+        assert frame[:1] == _compression.ZSTD_MARK
+        update = "UPDATE {t} SET state = %s WHERE execution_id = %s AND seq = %s"
+        _raw_sql(store, update, (frame, eid, seq))
+    old = _reopen(store)
+    try:
+        assert [cp.state_snapshot["notes"] for cp in old.list(eid)] == [
+            notes[: i + 1] for i in range(5)
+        ]
+        cp, ended = old.get_resumable(eid)
+        assert cp is not None and ended is None and cp.state_snapshot == {"notes": notes, "n": 4}
+        notes = [*notes, "5: the newest"]
+        _put_note(old, eid, notes, 5)
+        assert old.get_last(eid).state_snapshot == {"notes": notes, "n": 5}
+    finally:
+        old.close()
+    stored = _raw_sql(store, "SELECT state FROM {t} WHERE execution_id = %s ORDER BY seq", (eid,))
+    assert [bytes(state[:1]) for (state,) in stored] == [b"("] * 5 + [b"{"]
+
+
+def _chain_rows(*deltas: bytes) -> list[tuple[int, str, bytes]]:
+    full = (1, "full", b'{"log":["a"],"n":1}')
+    return [full, *((i + 2, "delta", d) for i, d in enumerate(deltas))]
+
+
+def test_replaying_appends_in_place_matches_applying_each_row():
+    rows = _chain_rows(
+        b'{"a":{"log":["b"]}}',
+        _compression.compress_state(orjson.dumps({"a": {"log": ["c" * 900]}}), 512),
+        b'{"s":{"n":2},"a":{"log":["d"]}}',
+        b'{"d":["n"]}',
+        b'{"a":{"log":[]}}',
+    )
+    one_by_one: dict = {}
+    for _, kind, payload in rows:
+        one_by_one = _delta.apply_row(one_by_one, kind, payload)
+    assert _delta.replay_state(rows, "run") == one_by_one == {"log": ["a", "b", "c" * 900, "d"]}
+
+
+@pytest.mark.parametrize(
+    ("delta", "error"),
+    [
+        (b'{"a":{"n":["x"]}}', "append to state key 'n', which is not a list"),
+        (b'{"a":{"log":"x"}}', "append to state key 'log' of str"),
+        (b'{"a":{"log":["x"]', "not valid JSON"),
+        (b'{"a":{"nope":["x"]}}', "append to state key 'nope', which is not a list"),
+    ],
+)
+def test_a_delta_that_does_not_fit_its_state_is_a_corrupt_record_naming_the_row(delta, error):
+    with pytest.raises(CorruptRecordError, match=error) as caught:
+        _delta.replay_state(_chain_rows(b'{"a":{"log":["b"]}}', delta), "run-x")
+    assert "run 'run-x', seq 3" in caught.value.message
 
 
 # --- rows written by an earlier tether ------------------------------------------------------

@@ -73,10 +73,16 @@ class Routes:
     def reachable_from(self, entry: str) -> set[str]:
         """The nodes some route leads to from ``entry`` (whatever the edges' conditions),
         ``entry`` included."""
+        if self.is_sequence:  # the entry and every node added after it
+            return set(self._sequence[self._order[entry] :])
+        # Edges walked inline rather than through successors(): a resume of a fresh chain
+        # pays this walk first, and it visits every node (10,001 in W6's linear chain).
         seen = {entry}
         todo = [entry]
+        edges = self.edges
         while todo:
-            for target in self.successors(todo.pop()):
+            for edge in edges.get(todo.pop(), ()):
+                target = edge.target
                 if target not in seen:
                     seen.add(target)
                     todo.append(target)

@@ -238,7 +238,9 @@ class Chain:
         if shape == self._checked_shape:  # the graph only grows: same counts, same graph
             return
         seen = self.routes.reachable_from(self.entry)
-        unreachable = [n for n in self.nodes if n not in seen]
+        unreachable = (
+            [n for n in self.nodes if n not in seen] if len(seen) < len(self.nodes) else []
+        )
         if unreachable:
             names = ", ".join(repr(n) for n in unreachable)
             why = (

@@ -23,7 +23,9 @@ from ..checkpoint import (
     Reads,
     StepType,
     forkable_rows,
+    one_read,
     past_run_ends,
+    resumable,
     resumable_rows,
 )
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
@@ -357,7 +359,7 @@ async def aread_rows(
         ask = next(rule)
         while True:
             if ask == RESUMABLE:
-                got: Any = await store.aget_resumable(execution_id)  # type: ignore[attr-defined]
+                got: Any = await one_read(store).aget_resumable(execution_id)
             else:
                 got = await store.aget_last(
                     execution_id, before_seq=ask, agent_path_prefix=agent_path_prefix
@@ -377,7 +379,7 @@ async def latest_resumable(store: Checkpointer, execution_id: str) -> Checkpoint
     Raises:
         AlreadyResumed: the run's newest row is a ``completed`` run-end marker.
     """
-    fast = callable(getattr(store, "aget_resumable", None))
+    fast = resumable(store) is not None
     return await aread_rows(resumable_rows(execution_id, fast=fast), store, execution_id)
 
 

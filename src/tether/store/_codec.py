@@ -8,6 +8,7 @@ backends use from them are re-exported here.
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
@@ -24,6 +25,7 @@ from ._delta import (
     empty_head,
     encode_next,
     head_from_raw,
+    replay_in_place,
     replay_state,
 )
 from ._heads import HeadCache
@@ -59,7 +61,6 @@ __all__ = [
     "resume_point",
     "run_from_row",
     "shown_text",
-    "sqlite_binding",
     "state_chain_bounds",
     "ts_to_dt",
 ]
@@ -80,32 +81,6 @@ PENDING_COLUMNS: Final = (
     "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
     "claimed_by, claim_expires_at, resume_value, due_at"
 )
-
-
-_NULLS_INLINED: dict[tuple[str, tuple[int, ...]], str] = {}
-_NULLS_INLINED_MAX: Final = 256  # statement variants kept; a step path uses a handful
-
-
-def sqlite_binding(statement: str, params: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
-    """``(statement, params)`` for Python's ``sqlite3`` with ``NULL`` written into the
-    statement for each ``None`` param (by the position of its ``?``) and ``bytes`` passed as
-    ``bytearray``: the module binds ``str``, ``int``, ``float`` and ``bytearray`` as they are
-    but sends ``None`` and ``bytes`` through its adapter protocol, which raises and formats an
-    internal ``AttributeError`` for each (about 2 us a param; a step's insert has eight).
-    ``statement`` must hold no ``?`` but its placeholders."""
-    nulls = tuple(i for i, p in enumerate(params) if p is None)
-    sql = _NULLS_INLINED.get((statement, nulls))
-    if sql is None:
-        pieces = statement.split("?")
-        if len(pieces) != len(params) + 1:
-            raise ValueError(f"{len(params)} params for {len(pieces) - 1} placeholders")
-        sql = pieces[0] + "".join(
-            ("NULL" if i in nulls else "?") + piece for i, piece in enumerate(pieces[1:])
-        )
-        if len(_NULLS_INLINED) >= _NULLS_INLINED_MAX:
-            _NULLS_INLINED.clear()
-        _NULLS_INLINED[statement, nulls] = sql
-    return sql, tuple(bytearray(p) if type(p) is bytes else p for p in params if p is not None)
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
@@ -339,7 +314,8 @@ def checkpoint_params(
 ) -> tuple[tuple[Any, ...], Head]:
     """The column values of ``cp`` in :data:`CHECKPOINT_COLUMNS` order, without ``created_at``
     (each backend stamps its own clock), and the writer head after it. The state payload is
-    compressed per :func:`compress_state` with ``compress_min_bytes``.
+    compressed per :func:`compress_state` with ``compress_min_bytes`` (a delta only from
+    :data:`~._compression.DELTA_COMPRESS_MIN_BYTES`).
 
     Assigns ``cp.seq`` and, when empty, ``cp.checkpoint_id``. Encodes everything before the
     caller writes, so a value JSON cannot store fails with nothing written.
@@ -363,7 +339,7 @@ def checkpoint_params(
         cp.step_type,
         cp.status,
         kind,
-        compress_state(payload, compress_min_bytes),
+        compress_state(payload, compress_min_bytes, delta=kind == "delta"),
         new_head.base_seq,
         node_input,
         node_output,
@@ -435,15 +411,18 @@ def resume_point(
     target = max((r for r in rows if r[5] != "run_end"), key=lambda r: r[2], default=None)
     if not chain or chain[0][1] != "full":
         raise CorruptRecordError("state chain does not start at a full snapshot")
-    raw: dict[str, Any] = {}
-    at_target: dict[str, Any] | None = None
-    last = len(chain) - 1
-    for i, (seq, kind, payload) in enumerate(chain):
-        raw = apply_row_of(newest[1], seq, raw, kind, payload, in_place=True)
-        if target is not None and seq == target[2]:
-            at_target = raw if i == last else copy_raw(raw)
-    if chain[-1][0] != newest[2] or (target is not None and at_target is None):
+    if chain[-1][0] != newest[2]:
         raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+    at_target: dict[str, Any] | None = None
+    if target is None:
+        raw = replay_in_place(newest[1], {}, chain)
+    else:
+        cut = bisect.bisect_right(chain, target[2], key=lambda r: r[0])  # rows up to target's
+        if cut == 0 or chain[cut - 1][0] != target[2]:
+            raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+        at_target = raw = replay_in_place(newest[1], {}, chain[:cut])
+        if cut < len(chain):  # the target is not the newest row: replay on from a copy
+            raw = replay_in_place(newest[1], copy_raw(at_target), chain[cut:])
     head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])
     ended = newest[6] if newest[5] == "run_end" else None
     if target is None or at_target is None:

@@ -27,7 +27,7 @@ import contextlib
 import datetime as _dt
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, Required, TypedDict, Unpack, runtime_checkable
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
@@ -37,6 +37,7 @@ from .base import PendingInterrupt
 
 __all__ = [
     "CANCELLABLE",
+    "CancelOptions",
     "CancelOutcome",
     "ControlStore",
     "DeleteOutcome",
@@ -174,43 +175,39 @@ def _bytes(value: _delta.Encoded) -> bytes:
     return value.join() if isinstance(value, _delta.Chunks) else value
 
 
+class CancelOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`ControlStore.cancel_run` and its async twin."""
+
+    by: Required[str | None]
+    """Who cancels (an operator's name, or ``None``)."""
+    reason: Required[str | None]
+    """Why, as they said it (or ``None``)."""
+    via: str
+    """How the cancel came: ``code`` (default), ``cli``, ``web``, ``deadline``..."""
+    end_as: str
+    """``cancelled`` (default), or ``failed`` for a question whose deadline passed with
+    ``on_timeout="fail"`` (the run-end row and the run then say ``failed``)."""
+    only_if_pending: str | None
+    """Act only while the run waits, unanswered and unclaimed, on the question recorded at this
+    checkpoint (a deadline applied by a worker); otherwise nothing is written and
+    ``cancelled`` is ``False``."""
+
+
 @runtime_checkable
 class ControlStore(Protocol):
     """The run-control capability of the bundled stores (``SQLiteCheckpointer``,
     ``PostgresCheckpointer``)."""
 
-    def cancel_run(
-        self,
-        execution_id: str,
-        *,
-        by: str | None,
-        reason: str | None,
-        via: str = "code",
-        end_as: str = "cancelled",
-        only_if_pending: str | None = None,
-    ) -> CancelOutcome:
-        """Cancel the run in one transaction (see the module docstring).
-
-        Args:
-            end_as: ``cancelled``, or ``failed`` for a question whose deadline passed with
-                ``on_timeout="fail"`` (the run-end row and the run then say ``failed``).
-            only_if_pending: act only while the run waits, unanswered and unclaimed, on the
-                question recorded at this checkpoint (a deadline applied by a worker);
-                otherwise nothing is written and ``cancelled`` is ``False``.
+    def cancel_run(self, execution_id: str, **options: Unpack[CancelOptions]) -> CancelOutcome:
+        """Cancel the run in one transaction (see the module docstring), with the options of
+        :class:`CancelOptions`.
 
         Raises:
             StoreError: the store failed (nothing written).
         """
 
     async def acancel_run(
-        self,
-        execution_id: str,
-        *,
-        by: str | None,
-        reason: str | None,
-        via: str = "code",
-        end_as: str = "cancelled",
-        only_if_pending: str | None = None,
+        self, execution_id: str, **options: Unpack[CancelOptions]
     ) -> CancelOutcome: ...
 
     def due_interrupts(

@@ -1,4 +1,5 @@
-"""Cancel and delete, written once for both SQL backends (the rules: :mod:`._control`).
+"""Cancel, delete and the approval deadlines due, written once for both SQL backends (the
+rules: :mod:`._control`).
 
 Each runs in one transaction that first reads the run row under the backend's lock
 (``LOCK_RUN``: Postgres ``FOR UPDATE``, SQLite the plan's ``BEGIN IMMEDIATE``), so a step
@@ -11,11 +12,13 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from collections.abc import Sequence
+from typing import Unpack
 
 from . import _codec
 from ._audit_codec import audit_named_params
 from ._control import (
     CANCELLABLE,
+    CancelOptions,
     CancelOutcome,
     DeleteOutcome,
     cancel_audit,
@@ -33,15 +36,9 @@ __all__ = ["ControlOperations"]
 class ControlOperations(StoreOperations):
     """The :class:`~tether.store._control.ControlStore` capability of a SQL checkpointer."""
 
-    def _cancel_plan(
-        self,
-        eid: str,
-        by: str | None,
-        reason: str | None,
-        via: str,
-        end_as: str = "cancelled",
-        only_if_pending: str | None = None,
-    ) -> Plan[CancelOutcome]:
+    def _cancel_plan(self, eid: str, options: CancelOptions) -> Plan[CancelOutcome]:
+        by, reason = options["by"], options["reason"]
+        end_as, only_if_pending = options.get("end_as", "cancelled"), options.get("only_if_pending")
         sql, of_run = self._sql, {"execution_id": eid}
         row = (yield sql.LOCK_RUN, dict(of_run)).one()
         if row is None:
@@ -72,7 +69,7 @@ class ControlOperations(StoreOperations):
             eid,
             by=by,
             reason=reason,
-            via=via,
+            via=options.get("via", "code"),
             status_before=status,
             withdrawn=withdrawn,
             end_as=end_as,
@@ -100,34 +97,18 @@ class ControlOperations(StoreOperations):
         yield sql.DELETE_RUN, dict(of_run)
         return out
 
-    def cancel_run(
-        self,
-        execution_id: str,
-        *,
-        by: str | None,
-        reason: str | None,
-        via: str = "code",
-        end_as: str = "cancelled",
-        only_if_pending: str | None = None,
-    ) -> CancelOutcome:
+    def cancel_run(self, execution_id: str, **options: Unpack[CancelOptions]) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
-        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
+        plan = self._cancel_plan(execution_id, options)
         try:
             return self._db.run("cancel_run", plan, write=True, execution_id=execution_id)
         finally:  # a drive of this process writing the run re-reads its head, fenced out
             self._heads.drop(execution_id)
 
     async def acancel_run(
-        self,
-        execution_id: str,
-        *,
-        by: str | None,
-        reason: str | None,
-        via: str = "code",
-        end_as: str = "cancelled",
-        only_if_pending: str | None = None,
+        self, execution_id: str, **options: Unpack[CancelOptions]
     ) -> CancelOutcome:
-        plan = self._cancel_plan(execution_id, by, reason, via, end_as, only_if_pending)
+        plan = self._cancel_plan(execution_id, options)
         try:
             return await self._db.arun("cancel_run", plan, write=True, execution_id=execution_id)
         finally:

@@ -25,6 +25,7 @@ the full snapshot its replay starts from.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -353,8 +354,38 @@ def replay_state(
         raise CorruptRecordError(
             "state chain does not start at a full snapshot", execution_id=execution_id
         )
-    cur: dict[str, Any] = {}
+    return replay_in_place(execution_id, {}, rows)
+
+
+def replay_in_place(
+    execution_id: str | None, cur: dict[str, Any], rows: Iterable[Sequence[Any]]
+) -> dict[str, Any]:
+    """Apply ``rows`` (``(seq, state_kind, payload)`` in seq order) to the raw state ``cur``
+    in place, as :func:`apply_row_of` with ``in_place`` does, and return the result.
+
+    A resume replays every delta since the last full snapshot (10,000 rows after 10,000
+    appended messages), so the common row, a plain JSON delta that only appends to lists,
+    is applied here without a call per row; any other row goes through :func:`apply_row_of`.
+
+    Raises:
+        CorruptRecordError: as :func:`apply_row_of`, naming the run and the row's seq.
+    """
+    loads = orjson.loads
     for seq, kind, payload in rows:
+        if kind == "delta" and payload[:1] == b"{":
+            try:
+                data = loads(payload)
+            except orjson.JSONDecodeError:
+                data = None
+            appends = data.get("a") if type(data) is dict and len(data) == 1 else None
+            if type(appends) is dict:
+                for k, items in appends.items():
+                    if type(items) is not list or type(cur.get(k)) is not list:
+                        break
+                else:
+                    for k, items in appends.items():
+                        cur[k].extend(items)
+                    continue
         cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
     return cur
 
@@ -410,6 +441,8 @@ def apply_row(
         base = out.get(k)
         if type(base) is not list:
             raise CorruptRecordError(f"append to state key {k!r}, which is not a list")
+        if type(items) is not list:
+            raise CorruptRecordError(f"append to state key {k!r} of {type(items).__name__}")
         if in_place:
             base.extend(items)
         else:

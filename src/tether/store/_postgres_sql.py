@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
+from ._audit_codec import AUDIT_COLUMNS, AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
-from ._postgres_audit import AUDITED, MIGRATION_V6
 from ._rows import STEP_FIELDS, named
 from ._versions import POSTGRES_MIGRATION_V8
 
@@ -29,6 +28,24 @@ MIGRATION_V2: Final[tuple[str, ...]] = (
     "ALTER TABLE {schema}.runs ADD COLUMN attempts integer NOT NULL DEFAULT 0",
     "CREATE INDEX runs_queue_idx ON {schema}.runs (status, priority DESC, created_at)",
     "CREATE INDEX runs_owner_idx ON {schema}.runs (owner) WHERE owner IS NOT NULL",
+)
+
+# v6: the audit trail.
+_MIGRATION_V6: Final[tuple[str, ...]] = (
+    """CREATE TABLE {schema}.audit_log (
+        entry_id bigserial PRIMARY KEY,
+        execution_id text NOT NULL,
+        action text NOT NULL,
+        via text NOT NULL,
+        actor text,
+        note text,
+        data bytea,
+        checkpoint_id text,
+        interrupt bytea,
+        at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX audit_log_run_idx ON {schema}.audit_log (execution_id, entry_id)",
+    "CREATE INDEX audit_log_at_idx ON {schema}.audit_log (at)",
 )
 
 MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
@@ -104,8 +121,8 @@ MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
     4: ("DROP INDEX IF EXISTS {schema}.runs_status_idx",),
     # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
     5: POSTGRES_MIGRATION_V5,
-    # v6: the audit trail (see _postgres_audit).
-    6: MIGRATION_V6,
+    # v6: the audit trail (tether.audit, _audit_operations).
+    6: _MIGRATION_V6,
     # v7: the runs listing's keyset order (see _listing).
     7: (RUNS_ORDER_INDEX,),
     # v8: the version of the code that started each run (see _versions).
@@ -239,6 +256,15 @@ DELETE_PENDING_OF: Final = (
 DELETE_PENDING: Final = f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN}"
 SELECT_PENDING: Final = (
     f"SELECT {_codec.PENDING_COLUMNS} FROM {{schema}}.pending_interrupts{_OF_RUN}"
+)
+# A CTE appending the entry given in the audit_* parameters once per row of {source} (another
+# CTE's name), and nothing when audit_execution_id is NULL: the answer and its entry are one
+# statement, so both commit or neither does, at no extra round trip.
+_AUDIT_CASTS: Final = ("text", "text", "text", "text", "text", "bytea", "text", "bytea")
+AUDITED: Final = (
+    f"audited AS (INSERT INTO {{schema}}.audit_log ({AUDIT_INSERT_COLUMNS}, at) SELECT "
+    + ", ".join(f"%({n})s::{t}" for n, t in zip(AUDIT_PARAM_NAMES, _AUDIT_CASTS, strict=True))
+    + ", now() FROM {source} WHERE %(audit_execution_id)s::text IS NOT NULL)"
 )
 # The claim: one statement (SQLite's CLAIM_PENDING, same WHERE). A concurrent claimer blocked
 # on the row lock re-evaluates the WHERE on the winner's version of the row and matches
@@ -417,9 +443,19 @@ DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM {{schema}}.checkpoints{_OF_RUN}
 DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM {{schema}}.idempotency_cache{_OF_RUN}"
 DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM {{schema}}.audit_log{_OF_RUN}"
 DELETE_RUN: Final = f"DELETE FROM {{schema}}.runs{_OF_RUN}"
+
+# --- the audit trail (tether.audit) ----------------------------------------------------------
 INSERT_AUDIT_ENTRY: Final = (
     f"INSERT INTO {{schema}}.audit_log ({AUDIT_INSERT_COLUMNS}, at) "
     f"VALUES ({named('%({})s', AUDIT_PARAM_NAMES)}, now())"
+)
+SELECT_AUDIT_OF_RUN: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM {{schema}}.audit_log{_OF_RUN} ORDER BY entry_id"
+)
+# %(since)s in seconds since the epoch; no %(limit)s (NULL) is every entry.
+SELECT_AUDIT_SINCE: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM {{schema}}.audit_log WHERE at >= to_timestamp(%(since)s) "
+    "ORDER BY at, entry_id LIMIT %(limit)s"
 )
 
 # --- approval deadlines (docs/design.md §12) ---------------------------------------------------

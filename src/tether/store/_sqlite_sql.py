@@ -15,12 +15,11 @@ from __future__ import annotations
 from typing import Final
 
 from . import _codec
-from ._audit_codec import AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
+from ._audit_codec import AUDIT_COLUMNS, AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sqlite
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
 from ._rows import named
-from ._sqlite_audit import MIGRATION_V6
 from ._versions import SQLITE_MIGRATION_V8
 
 SCHEMA_VERSION: Final = 9
@@ -118,8 +117,24 @@ MIGRATIONS[3] = (
 MIGRATIONS[4] = ("DROP INDEX IF EXISTS runs_status_idx",)
 # v5: the tables of the LangGraph checkpoint saver (tether.integrations.langgraph).
 MIGRATIONS[5] = SQLITE_MIGRATION_V5
-# v6: the audit trail (see _sqlite_audit).
-MIGRATIONS[6] = MIGRATION_V6
+# v6: the audit trail (tether.audit, _audit_operations). AUTOINCREMENT: an entry_id is never
+# reused, even after prune deletes the newest entries, so an exported trail's ids stay unique.
+MIGRATIONS[6] = (
+    """CREATE TABLE audit_log (
+        entry_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        execution_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        via TEXT NOT NULL,
+        actor TEXT,
+        note TEXT,
+        data BLOB,
+        checkpoint_id TEXT,
+        interrupt BLOB,
+        at REAL NOT NULL
+    )""",
+    "CREATE INDEX audit_log_run_idx ON audit_log (execution_id, entry_id)",
+    "CREATE INDEX audit_log_at_idx ON audit_log (at)",
+)
 # v7: the runs listing's keyset order (see _listing).
 MIGRATIONS[7] = (RUNS_ORDER_INDEX.replace("{schema}.", ""),)
 # v8: the version of the code that started each run (see _versions).
@@ -405,9 +420,17 @@ DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM checkpoints{_OF_RUN}"
 DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM idempotency_cache{_OF_RUN}"
 DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM audit_log{_OF_RUN}"
 DELETE_RUN: Final = f"DELETE FROM runs{_OF_RUN}"
+
+# --- the audit trail (tether.audit) ----------------------------------------------------------
 INSERT_AUDIT_ENTRY: Final = (
     f"INSERT INTO audit_log ({AUDIT_INSERT_COLUMNS}, at) "
     f"VALUES ({named(':{}', AUDIT_PARAM_NAMES)}, :now)"
+)
+SELECT_AUDIT_OF_RUN: Final = f"SELECT {AUDIT_COLUMNS} FROM audit_log{_OF_RUN} ORDER BY entry_id"
+# :since in seconds since the epoch; no :limit (NULL) is every entry.
+SELECT_AUDIT_SINCE: Final = (
+    f"SELECT {AUDIT_COLUMNS} FROM audit_log WHERE at >= :since "
+    "ORDER BY at, entry_id LIMIT coalesce(:limit, -1)"
 )
 
 # --- approval deadlines (docs/design.md §12) ---------------------------------------------------

@@ -20,10 +20,10 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, get_args, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from ..audit import AuditEntry
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, resumable
 
 __all__ = [
     "RUN_STATUSES",
@@ -385,16 +385,6 @@ class ResumableStore(Protocol):
         self, execution_id: str
     ) -> tuple[Checkpoint | None, EndedStatus | None]:
         """Async :meth:`get_resumable`."""
-
-
-def resumable(store: object) -> ResumableStore | None:
-    """``store`` as a :class:`ResumableStore`, or ``None`` when it lacks the capability."""
-    # Not ``isinstance``: a runtime-checkable protocol checks that the names exist, not that
-    # they can be called.
-    found = callable(getattr(store, "get_resumable", None)) and callable(
-        getattr(store, "aget_resumable", None)
-    )
-    return cast(ResumableStore, store) if found else None
 
 
 class SyncAsyncMixin:

@@ -53,12 +53,12 @@ from psycopg_pool import ConnectionPool
 from ..errors import ConfigurationError
 from . import _codec
 from . import _postgres_sql as q
+from ._audit_operations import AuditOperations
 from ._checkpointer import PlanCheckpointer
 from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
-from ._postgres_audit import PostgresAudit
 from ._postgres_io import Database, Plan
 from ._refusals import schema_too_new
 
@@ -120,7 +120,7 @@ class _Statements:
         return found
 
 
-class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
+class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in a PostgreSQL database (psycopg 3), safe for many processes and machines.
 
     Args:
@@ -137,9 +137,10 @@ class PostgresCheckpointer(PostgresAudit, LeaseOperations, ControlOperations, Pl
             server to accept one) before :class:`~tether.errors.StoreUnavailableError`.
         connect_timeout_seconds: libpq's ``connect_timeout`` for each new connection, unless
             the DSN sets one.
-        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
-            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
+        compress_state_min_bytes: a full snapshot of a row's state of at least this many
+            bytes is stored Zstandard-compressed when that saves at least a tenth (default 512;
+            ``None`` stores every payload as plain JSON); a delta only from 16 KB as well, since
+            every resume replays the deltas (docs/storage.md). Reading handles both.
         **connect_kwargs: further libpq / psycopg connection parameters (``sslmode``,
             ``application_name``...), overriding the DSN.
 

@@ -28,13 +28,13 @@ from typing import Any, Final, Literal
 from ..errors import ConfigurationError
 from . import _codec
 from . import _sqlite_sql as q
+from ._audit_operations import AuditOperations
 from ._checkpointer import PlanCheckpointer
 from ._control_operations import ControlOperations
 from ._heads import HeadCache
 from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._refusals import schema_too_new
-from ._sqlite_audit import SQLiteAudit
 from ._sqlite_io import SQLiteDatabase, translate
 from ._sqlite_wal import WalCheckpointer
 
@@ -49,7 +49,7 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCheckpointer):
+class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, PlanCheckpointer):
     """Checkpoints in one SQLite file.
 
     Args:
@@ -72,9 +72,10 @@ class SQLiteCheckpointer(SQLiteAudit, LeaseOperations, ControlOperations, PlanCh
             ``":memory:"``, which has no WAL.
         wal_checkpoint_pages: the WAL growth, in database pages (4096 bytes by default),
             that triggers a checkpoint; default 1000, SQLite's own default.
-        compress_state_min_bytes: a row's encoded state (a full snapshot or a delta) of at
-            least this many bytes is stored Zstandard-compressed when that saves at least a tenth
-            (default 512; ``None`` stores every payload as plain JSON). Reading handles both.
+        compress_state_min_bytes: a full snapshot of a row's state of at least this many
+            bytes is stored Zstandard-compressed when that saves at least a tenth (default 512;
+            ``None`` stores every payload as plain JSON); a delta only from 16 KB as well, since
+            every resume replays the deltas (docs/storage.md). Reading handles both.
 
     Raises:
         ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
