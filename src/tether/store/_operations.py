@@ -25,7 +25,7 @@ from . import _codec, _listing
 from ._audit_codec import audit_named_params
 from ._heads import HeadCache
 from ._leases import Fences, creation_lease_seconds
-from ._plans import Plan, Result, Write, last
+from ._plans import Plan, Result, StepInsert, Write, last
 from ._refusals import claim_taken_over, lease_lost, run_exists, step_taken
 from ._rows import CP, STEP_FIELDS
 from .base import PendingInterrupt, PruneResult, RunRecord, RunStatus
@@ -40,6 +40,10 @@ _NO_SEQ = 2**62  # "below any seq" for SELECT_LAST_PATH without before_seq
 class Driver(Protocol):
     """How a backend runs a plan: :class:`~._sqlite_io.SQLiteDatabase`,
     :class:`~._postgres_io.Database`."""
+
+    batches_steps: bool
+    """It takes a step's insert as :class:`~._plans.StepInsert` (it may write it in one
+    statement with other runs' steps); else the plan yields the plain statement."""
 
     def run(
         self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
@@ -174,7 +178,12 @@ class StoreOperations:
                 else sql.INSERT_CHECKPOINT_FENCED_SET_STATUS
             )
         try:
-            if len(script) == 1:  # the usual step: one statement, sent without a sub-plan
+            if final and run_status is None and self._db.batches_steps:
+                # The usual step: it may share a statement with other runs' steps.
+                fence = (cp.execution_id, owner) if owner is not None else (None, None)
+                step = StepInsert(last(script[0], params), (*values, *fence))
+                res = yield step  # type: ignore[misc]
+            elif len(script) == 1:  # the usual step: one statement, sent without a sub-plan
                 res = yield last(script[0], params) if final else (script[0], params)
             else:
                 res = yield from self._script(script, params, final=final)

@@ -21,7 +21,17 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
-__all__ = ["Params", "Plan", "Query", "Result", "Statement", "Write", "is_last", "last"]
+__all__ = [
+    "Params",
+    "Plan",
+    "Query",
+    "Result",
+    "Statement",
+    "StepInsert",
+    "Write",
+    "is_last",
+    "last",
+]
 
 T = TypeVar("T")
 
@@ -70,6 +80,23 @@ def last(query: Any, params: Any) -> Statement:
 def is_last(stmt: Statement) -> bool:
     """``stmt`` was marked with :func:`last`."""
     return isinstance(stmt, _Last)
+
+
+@dataclass(frozen=True, slots=True)
+class StepInsert:
+    """A step's checkpoint insert that a driver may write in one statement with other runs'
+    steps (Postgres on an event loop: :mod:`tether.store._postgres_batch`); any other driver
+    runs ``single``.
+
+    Attributes:
+        single: the statement that writes it alone (marked :func:`last`).
+        row: the 18 checkpoint values in ``CHECKPOINT_COLUMNS`` order (``created_at`` comes
+            from the server), then the fence: the run's ``execution_id`` and the lease
+            holder, or two ``None`` for an unfenced insert.
+    """
+
+    single: Statement
+    row: tuple[Any, ...]
 
 
 PAST_LAST = "a write plan yielded a statement after the one it marked last"

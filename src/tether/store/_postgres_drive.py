@@ -23,9 +23,9 @@ from psycopg.types.string import (
 )
 
 from ..errors import SerializationError
-from ._plans import PAST_LAST, Plan, Result, is_last
+from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, is_last
 
-__all__ = ["adrive", "drive"]
+__all__ = ["adrive", "cursor", "drive"]
 
 T = TypeVar("T")
 
@@ -92,10 +92,10 @@ def _use_text_adapters(adapters: AdaptersMap) -> None:
 
 
 @overload
-def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
+def cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
 @overload
-def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
-def _cursor(
+def cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
+def cursor(
     conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
 ) -> psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]:
     """The connection's binary cursor with tether's text adapters, made once per connection
@@ -118,7 +118,7 @@ def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
 def drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
     """Run ``plan``; when ``write``, as one transaction, begun before its first statement
     unless that statement is its last (see :func:`last`)."""
-    cur = _cursor(conn)
+    cur = cursor(conn)
     with contextlib.ExitStack() as transaction:
         try:
             begun = done = False
@@ -126,6 +126,8 @@ def drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
             while True:
                 if done:
                     raise RuntimeError(PAST_LAST)
+                if isinstance(stmt, StepInsert):  # a step shares a statement only on a loop
+                    stmt = stmt.single
                 if write and not begun:
                     if is_last(stmt):
                         done = True
@@ -144,16 +146,24 @@ def drive(conn: psycopg.Connection[Any], plan: Plan[T], write: bool) -> T:
             return stop.value  # type: ignore[no-any-return]
 
 
-async def adrive(conn: psycopg.AsyncConnection[Any], plan: Plan[T], write: bool) -> T:
-    """As :func:`drive`, on an async connection."""
-    cur = _cursor(conn)
+async def adrive(
+    conn: psycopg.AsyncConnection[Any],
+    plan: Plan[T],
+    write: bool,
+    first: Statement | None = None,
+) -> T:
+    """As :func:`drive`, on an async connection; ``first``: the plan's first statement,
+    when the caller already took it."""
+    cur = cursor(conn)
     async with contextlib.AsyncExitStack() as transaction:
         try:
             begun = done = False
-            stmt = next(plan)
+            stmt = next(plan) if first is None else first
             while True:
                 if done:
                     raise RuntimeError(PAST_LAST)
+                if isinstance(stmt, StepInsert):
+                    stmt = stmt.single
                 if write and not begun:
                     if is_last(stmt):
                         done = True

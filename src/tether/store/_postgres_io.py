@@ -34,7 +34,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from .._context import sync_drive
 from ..errors import StoreError
 from ._database_errors import postgres_constraint
-from ._plans import Plan, Result, Statement, Write, last
+from ._plans import Plan, Result, Statement, StepInsert, Write, last
+from ._postgres_batch import Batcher, finish
 from ._postgres_drive import adrive, drive
 from ._postgres_errors import first_line, translate
 from ._postgres_recovery import AsyncRecovery, SyncRecovery
@@ -54,6 +55,7 @@ class _LoopPool:
     opening: asyncio.Task[None] | None = None
     opened: bool = False
     setup_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    batcher: Batcher | None = None
 
 
 @dataclass(slots=True)
@@ -133,7 +135,10 @@ class Database:
         target: the server as shown in messages (no password).
         name: pool name prefix for psycopg's logs.
         setup: a factory of the plan that creates the schema; it runs once, on first use.
+        schema: the rendered schema, for multi-row step statements (:mod:`._postgres_batch`).
     """
+
+    batches_steps = True
 
     def __init__(
         self,
@@ -147,8 +152,10 @@ class Database:
         target: str,
         name: str,
         setup: Callable[[], Plan[None]],
+        schema: bytes = b"tether",
     ) -> None:
         self.conninfo = conninfo
+        self.schema = schema
         self.kwargs = kwargs
         self.min_size = min_size
         self.max_size = max_size
@@ -382,23 +389,51 @@ class Database:
         pid: int | None = None
         usage = self.async_usage
         lp = self._loop_entry()
+        first: Statement | None = None
+        alone: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         try:
             pool = await self._open(lp)
-            async with lp.recovery.connection(pool) as conn:
-                pid = self._pid(conn)
-                usage.in_use += 1
-                usage.max_in_use = max(usage.max_in_use, usage.in_use)
+            if write is True:
                 try:
-                    return await adrive(conn, plan, write is True)
-                except psycopg.Error as exc:
-                    raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
-                finally:
-                    usage.in_use -= 1
+                    first = next(plan)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                if isinstance(first, StepInsert):
+                    batcher = self._batcher(lp, pool)
+                    if batcher.busy():
+                        outcome = await batcher.submit(first)
+                        try:
+                            done, value = finish(plan, outcome)
+                        except psycopg.Error as exc:
+                            pid, lost = outcome.pid, outcome.lost
+                            raise self._translate(exc, op, pid, lost, execution_id) from exc
+                        if done:
+                            return value
+                    else:
+                        alone = batcher.alone()
+                    first = first.single  # written alone, below
+            with alone:
+                async with lp.recovery.connection(pool) as conn:
+                    pid = self._pid(conn)
+                    usage.in_use += 1
+                    usage.max_in_use = max(usage.max_in_use, usage.in_use)
+                    try:
+                        return await adrive(conn, plan, write is True, first)
+                    except psycopg.Error as exc:
+                        raise self._translate(exc, op, pid, conn.closed, execution_id) from exc
+                    finally:
+                        usage.in_use -= 1
         except psycopg.Error as exc:
             reason = await self._adiagnose() if isinstance(exc, PoolTimeout) else None
             raise self._translate(exc, op, pid, False, execution_id, reason) from exc
         finally:
             plan.close()
+
+    def _batcher(self, lp: _LoopPool, pool: AsyncConnectionPool[Any]) -> Batcher:
+        if lp.batcher is None:
+            checkout = lambda: lp.recovery.connection(pool)  # noqa: E731
+            lp.batcher = Batcher(lp.loop, self.schema, checkout, self.max_size, self.async_usage)
+        return lp.batcher
 
     def _checkout(self) -> contextlib.AbstractContextManager[psycopg.Connection[Any]]:
         pool = self._sync_pool()
@@ -451,11 +486,15 @@ class Database:
         return None
 
     def stats(self) -> dict[str, int]:
-        """Checked-out connection counts: now and the most at once, per pool kind."""
+        """Checked-out connection counts: now and the most at once, per pool kind; the
+        multi-row step statements written on event loops and the steps they held."""
+        batchers = [lp.batcher for lp in list(self._loops.values()) if lp.batcher is not None]
         return {
             "sync_in_use": self.sync_usage.in_use,
             "sync_max_in_use": self.sync_usage.max_in_use,
             "async_in_use": self.async_usage.in_use,
             "async_max_in_use": self.async_usage.max_in_use,
             "async_pools": len(self._loops),
+            "async_batches": sum(b.statements for b in batchers),
+            "async_batched_steps": sum(b.batched_steps for b in batchers),
         }

@@ -55,6 +55,8 @@ class SQLiteDatabase:
         wal_checkpoint_pages: the WAL growth, in pages, that triggers a checkpoint.
     """
 
+    batches_steps = False  # one writer at a time: steps have nobody to share a commit with
+
     def __init__(
         self,
         path: str,

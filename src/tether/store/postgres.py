@@ -9,7 +9,8 @@ The same four tables as SQLite (:mod:`tether.store.sqlite`), in a schema of thei
   :class:`~tether.errors.ConcurrentWriteError`. A step's checkpoint, its lease check and any
   change of the run's status are one statement, sent in autocommit (one statement is atomic by
   itself), so the usual step commits in one round trip; a step that also releases a claimed
-  interrupt runs its statements inside ``BEGIN`` … ``COMMIT``.
+  interrupt runs its statements inside ``BEGIN`` … ``COMMIT``. Steps of concurrent runs on one
+  event loop share statements and commits (:mod:`tether.store._postgres_batch`).
 - **The claim** of a pending interrupt is one ``UPDATE … RETURNING`` statement. Under READ
   COMMITTED a claimer that finds the row locked by another waits for it to commit and then
   re-checks the ``WHERE`` against the row as the winner left it (Postgres's EvalPlanQual
@@ -229,6 +230,7 @@ class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, 
             target=target,
             name=f"tether-{schema}",
             setup=self._setup_plan,
+            schema=self._q("{schema}"),
         )
 
     @classmethod
@@ -314,6 +316,8 @@ class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, 
 
     def pool_stats(self) -> dict[str, int]:
         """Connection use: ``sync_in_use`` / ``async_in_use`` (checked out now),
-        ``sync_max_in_use`` / ``async_max_in_use`` (most at once since opening) and
-        ``async_pools`` (event loops with a pool)."""
+        ``sync_max_in_use`` / ``async_max_in_use`` (most at once since opening),
+        ``async_pools`` (event loops with a pool), and group commit: ``async_batches``
+        (multi-row step statements written) and ``async_batched_steps`` (the steps they held;
+        see :mod:`tether.store._postgres_batch`)."""
         return self._db.stats()
