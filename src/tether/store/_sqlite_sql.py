@@ -192,14 +192,12 @@ UPDATE_RUN_STATUS_GIVE_BACK: Final = (
 
 # --- checkpoints -----------------------------------------------------------------------------
 INSERT_CHECKPOINT: Final = (
-    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) "
-    f"VALUES ({named(':{}')}, :now) RETURNING created_at"
+    f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) VALUES ({named(':{}')}, :now)"
 )
-# Fenced: only while :owner holds the run's lease (see _leases); nothing returned otherwise.
+# Fenced: only while :owner holds the run's lease (see _leases); no row inserted otherwise.
 INSERT_CHECKPOINT_FENCED: Final = (
     f"INSERT INTO checkpoints ({_codec.CHECKPOINT_COLUMNS}) SELECT {named(':{}')}, :now "
-    "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = :execution_id AND owner = :owner) "
-    "RETURNING created_at"
+    "WHERE EXISTS (SELECT 1 FROM runs WHERE execution_id = :execution_id AND owner = :owner)"
 )
 INSERT_CHECKPOINT_SET_STATUS: Final = (INSERT_CHECKPOINT, UPDATE_RUN_STATUS_GIVE_BACK)
 INSERT_CHECKPOINT_FENCED_SET_STATUS: Final = (INSERT_CHECKPOINT_FENCED, UPDATE_RUN_STATUS_GIVE_BACK)
