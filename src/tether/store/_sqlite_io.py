@@ -227,7 +227,7 @@ def _bind(sql: str, params: Any) -> tuple[str, Any]:
     each (about 2 µs a parameter; a step's insert has several)."""
     if not isinstance(params, dict):
         return sql, () if params is None else params
-    values: dict[str, Any] = {"now": time.time()}
+    values: dict[str, Any] = {} if "now" in params else {"now": time.time()}
     nulls: builtins.list[str] = []
     for key, value in params.items():
         kind = type(value)
