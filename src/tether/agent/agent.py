@@ -253,7 +253,7 @@ class Agent:
 
         return await run_agent(self, store, eid, input, reentry)
 
-    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+    def check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
         """The agent's level of ``tether.engine.nesting.check_reentry``."""
         check_agent(self, reentry, join_path(parent, f"agent:{self.name}"), missing)
 

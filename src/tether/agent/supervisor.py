@@ -234,7 +234,7 @@ class Supervisor(CompositeVerbs):
         """The supervisor's model."""
         return self._loop.llm
 
-    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+    def check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
         """The supervisor's level of ``tether.engine.nesting.check_reentry``: its own loop's
         row, or a row of a worker it still has."""
         path = join_path(parent, self.segment)

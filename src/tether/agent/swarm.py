@@ -216,7 +216,7 @@ class Swarm(CompositeVerbs):
             member.tools[transfer.name] = transfer
         return member
 
-    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+    def check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
         """The swarm's level of ``tether.engine.nesting.check_reentry``: the active agent the
         row names must still be a member, and have the row's step."""
         path = join_path(parent, self.segment)

@@ -212,7 +212,7 @@ class Chain:
     def node_index(self, node_id: str) -> int:
         return self.routes.node_index(node_id)
 
-    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+    def check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
         """The chain's level of ``tether.engine.nesting.check_reentry``: a row inside a runner
         node needs that node (the chain's own rows are checked by its executor)."""
         if reentry.is_own_row:
@@ -221,7 +221,7 @@ class Chain:
         node = self.runners.get(node_id) if isinstance(node_id, str) else None
         if node is None:
             raise missing(f"the agent node {node_id!r}", f"chain {self.name!r}")
-        node.runner._check_reentry(reentry.deeper(), missing, parent)
+        node.runner.check_reentry(reentry.deeper(), missing, parent)
 
     def check_routing(self) -> None:
         """Refuse a graph with nodes the entry can never reach.

@@ -213,11 +213,24 @@ def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[st
 
 
 class Reenterable(Protocol):
-    """A runner that can tell whether it still has the step a row was written at."""
+    """A runner that can tell whether it still has the step a row was written at: part of
+    the runner interface every ``Chain``, ``Agent``, ``Swarm`` and ``Supervisor`` implements,
+    and a new kind of nested runner must (docs/design.md §11). The engine calls it through
+    :func:`check_reentry`, which builds ``missing`` and hands each level its ``parent``."""
 
-    def _check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
-        """Raise ``missing(...)`` unless this runner, running under ``parent``, still has the
-        step ``reentry`` names at its level (and, for a composite, below it)."""
+    def check_reentry(self, reentry: ReEntry, missing: Missing, parent: str | None) -> None:
+        """Check this runner's level of a re-entry (a composite hands the rest down).
+
+        Args:
+            reentry: the stored row, as seen from this level (:meth:`ReEntry.deeper` moves
+                a level down).
+            missing: builds the error to raise, naming what is missing and whose it was.
+            parent: the ``agent_path`` this runner runs under (``None`` at the top).
+
+        Raises:
+            MissingStepError: ``missing(...)``, unless this runner still has the step
+                ``reentry`` names at its level (and, for a composite, below it).
+        """
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +283,7 @@ def check_reentry(
             if any, is left pending and answerable once the code has the step again.
     """
     parent = parent if parent is not None else current_agent_path()
-    runner._check_reentry(reentry, Missing(reentry, execution_id), parent)
+    runner.check_reentry(reentry, Missing(reentry, execution_id), parent)
 
 
 def check_agent(agent: Any, reentry: ReEntry, path: str, missing: Missing) -> None:
