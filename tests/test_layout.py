@@ -262,3 +262,113 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
         if any(_within(target, other) for other in below)
     ]
     assert wrong == [], f"these imports point up or across the layers: {wrong}"
+
+
+def _imported_from(tree: ast.Module, module: Module) -> dict[str, str]:
+    """``{local name: tether module}`` for each name ``module`` takes with ``from x import``."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _source(module, node)
+            for alias in node.names:
+                if source in MODULES and f"{source}.{alias.name}" not in MODULES:
+                    out[alias.asname or alias.name] = source
+    return out
+
+
+def _is_private(attr: str) -> bool:
+    return attr.startswith("_") and not attr.startswith("__")
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    """``X`` for ``self.X``, else ``None``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
+
+
+def _private_reaches(module: Module, source: str | None = None) -> list[str]:
+    """``obj._name`` where ``obj`` is typed with a class of another package: a parameter
+    annotated with it, an attribute of ``self`` such a parameter was stored in, or a local
+    name bound to one of those.
+
+    Only what an annotation says is known (an ``Any`` parameter is not followed): a reach
+    found here is real, one not found may still be there.
+    """
+    tree = ast.parse(source if source is not None else module.path.read_text())
+    imported = _imported_from(tree, module)
+
+    def foreign(annotation: ast.expr | None) -> str | None:
+        name = annotation.id if isinstance(annotation, ast.Name) else None
+        owner = MODULES[imported[name]].package if name in imported else None
+        return owner if owner is not None and not _within(module.package, owner) else None
+
+    def typed_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+        params = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        return {a.arg: owner for a in params if (owner := foreign(a.annotation)) is not None}
+
+    found: list[tuple[int, str]] = []
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
+        functions = [
+            n
+            for n in ast.iter_child_nodes(scope)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        typed_self: dict[str, str] = {}  # self.<attr> -> the package of its class
+        for fn in functions:
+            params = typed_params(fn)
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+                    for target in node.targets:
+                        attr = _self_attr(target)
+                        if attr is not None and node.value.id in params:
+                            typed_self[attr] = params[node.value.id]
+        for fn in functions:
+            typed = typed_params(fn)
+            for node in ast.walk(fn):  # a local bound to a typed self attribute
+                if isinstance(node, ast.Assign) and (attr := _self_attr(node.value)) in typed_self:
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and attr is not None:
+                            typed[target.id] = typed_self[attr]
+            for node in ast.walk(fn):
+                if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+                    continue
+                value = node.value
+                owner = typed.get(value.id) if isinstance(value, ast.Name) else None
+                attr = _self_attr(value)
+                if attr is not None:
+                    owner = typed_self.get(attr)
+                if owner is not None:
+                    reach = f"{module.name}:{node.lineno} reaches {owner}'s .{node.attr}"
+                    found.append((node.lineno, reach))
+    return [reach for _, reach in sorted(found)]
+
+
+def test_the_private_reach_checker_sees_a_typed_parameter_and_what_self_keeps_of_it() -> None:
+    sample = (
+        "from ...store.sqlite import SQLiteCheckpointer\n"
+        "class Backend:\n"
+        "    def __init__(self, store: SQLiteCheckpointer) -> None:\n"
+        "        self._store = store\n"
+        "    def run(self) -> None:\n"
+        "        self._store._write()\n"
+        "        store = self._store\n"
+        "        store._conn()\n"
+        "def read(store: SQLiteCheckpointer) -> None:\n"
+        "    store._read()\n"
+        "    store.driver.run()\n"
+    )
+    module = MODULES["tether.integrations.langgraph._backend"]
+    assert _private_reaches(module, sample) == [
+        "tether.integrations.langgraph._backend:6 reaches tether.store's ._write",
+        "tether.integrations.langgraph._backend:8 reaches tether.store's ._conn",
+        "tether.integrations.langgraph._backend:10 reaches tether.store's ._read",
+    ]
+
+
+def test_no_module_reaches_a_private_attribute_of_another_packages_object() -> None:
+    wrong = [reach for module in MODULES.values() for reach in _private_reaches(module)]
+    assert wrong == [], (
+        "a private attribute is for its own package; give what another package needs a "
+        f"public, documented name: {wrong}"
+    )

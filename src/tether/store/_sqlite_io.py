@@ -206,6 +206,23 @@ class SQLiteDatabase:
         """:meth:`run`, inline on the event loop's thread."""
         return self.run(op, plan, write=write, execution_id=execution_id)
 
+    def run_snapshot(self, op: str, plan: Plan[T]) -> T:
+        """Run a read plan inside one read transaction, so its statements see one snapshot
+        (:meth:`tether.store.drivers.SQLiteDriver.run_snapshot`)."""
+        try:
+            try:
+                first = next(plan)
+            except StopIteration as stop:  # a plan that had nothing to send
+                return stop.value  # type: ignore[no-any-return]
+            with self.read() as conn:
+                conn.execute("BEGIN")
+                try:
+                    return _drive(conn, plan, first)
+                finally:
+                    conn.execute("COMMIT")
+        finally:
+            plan.close()
+
     @staticmethod
     def unique_key(exc: BaseException) -> str | None:
         """The unique key ``exc`` says was violated (as SQLite names it), else ``None``."""

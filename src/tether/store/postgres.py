@@ -61,6 +61,7 @@ from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._postgres_io import Database, Plan
 from ._refusals import schema_too_new
+from .drivers import Driver
 
 __all__ = ["PostgresCheckpointer"]
 
@@ -253,6 +254,19 @@ class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, 
 
     def __repr__(self) -> str:
         return f"PostgresCheckpointer({self._target!r}, schema={self.schema!r})"
+
+    @property
+    def driver(self) -> Driver:
+        """What runs plans on this store's pools, as its own operations do (reconnects, error
+        translation): for an integration that keeps its own tables in the store
+        (:mod:`tether.store.drivers`)."""
+        return self._db
+
+    def render_sql(self, template: str) -> bytes:
+        """``template`` (a statement in Postgres's dialect, ``{schema}`` where the schema's
+        name goes, as :mod:`tether.store.langgraph_sql` writes them) rendered for this store's
+        schema, as the bytes its driver sends; cached."""
+        return self._q(template)
 
     def _q(self, template: str) -> bytes:
         query = self._rendered.get(template)

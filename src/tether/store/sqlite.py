@@ -37,6 +37,7 @@ from ._leases import Fences
 from ._refusals import schema_too_new
 from ._sqlite_io import SQLiteDatabase, translate
 from ._sqlite_wal import WalCheckpointer
+from .drivers import SQLiteDriver
 
 __all__ = ["SQLiteCheckpointer"]
 
@@ -138,6 +139,13 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         return f"SQLiteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
 
     _db: SQLiteDatabase
+
+    @property
+    def driver(self) -> SQLiteDriver:
+        """What runs plans on this store's file, as its own operations do (connections, the
+        write lock, WAL checkpointing, error translation): for an integration that keeps its
+        own tables in the store (:mod:`tether.store.drivers`)."""
+        return self._db
 
     # --- connections ----------------------------------------------------------------------
     @property

@@ -16,7 +16,8 @@ from langgraph.graph import END, START, StateGraph
 from tests.integrations.langgraph.graphs import saved
 from tether.errors import CorruptRecordError
 from tether.integrations.langgraph import TetherSaver, TetherSerializer
-from tether.store import _langgraph_sql as q
+from tether.store import langgraph_sql as q
+from tether.store.drivers import Plan
 
 
 class Log(TypedDict):
@@ -38,17 +39,23 @@ def appender(steps: int, chunk_bytes: int) -> StateGraph[Log]:
     return builder
 
 
+def execute(store: Any, sql: str, *, write: bool = False) -> Any:
+    """The first row of ``sql`` (``{schema}`` for the schema), run by the store's driver."""
+    sqlite = type(store).__name__ == "SQLiteCheckpointer"
+    query = q.for_sqlite(sql) if sqlite else store.render_sql(sql)
+
+    def plan() -> Plan[Any]:
+        return (yield query, None).one()
+
+    return store.driver.run("test", plan(), write=write)
+
+
 def stored_bytes(store: Any) -> int:
     tables = (("langgraph_checkpoints", "state", "metadata"), ("langgraph_writes", "value", "''"))
     total = 0
     for table, col, other in tables:
         sql = f"SELECT COALESCE(SUM(length({col}) + length({other})), 0) FROM {{schema}}.{table}"
-        if type(store).__name__ == "SQLiteCheckpointer":
-            with store._read() as conn:
-                total += conn.execute(q.for_sqlite(sql)).fetchone()[0]
-        else:
-            with store._db._sync_pool().connection() as conn:
-                total += conn.execute(store._q(sql)).fetchone()[0]
+        total += execute(store, sql)[0]
     return int(total)
 
 
@@ -79,12 +86,7 @@ def test_the_newest_checkpoint_is_read_from_a_bounded_chain_of_rows(store):
         cp["channel_versions"] = {"n": i + 1}
         config = saver.put(config, cp, {"step": i}, {"n": i + 1})
     sql = "SELECT seq - base_seq FROM {schema}.langgraph_checkpoints ORDER BY seq DESC LIMIT 1"
-    if type(store).__name__ == "SQLiteCheckpointer":
-        with store._read() as conn:
-            span = conn.execute(q.for_sqlite(sql)).fetchone()[0]
-    else:
-        with store._db._sync_pool().connection() as conn:
-            span = conn.execute(store._q(sql)).fetchone()[0]
+    span = execute(store, sql)[0]
     assert span < 512
     assert saved(TetherSaver(store), config).checkpoint["channel_values"] == {"n": 599}
 
@@ -118,12 +120,7 @@ def test_a_pickled_payload_is_never_loaded(store):
     )
     saver.put_writes(config, [("ch", "fine")], "task-1")
     sql = "UPDATE {schema}.langgraph_writes SET type = 'pickle'"
-    if type(store).__name__ == "SQLiteCheckpointer":
-        with store._write() as conn:
-            conn.execute(q.for_sqlite(sql))
-    else:
-        with store._db._sync_pool().connection() as conn:
-            conn.execute(store._q(sql))
+    execute(store, sql, write=True)
     with pytest.raises(CorruptRecordError, match="pickle"):
         saver.get_tuple(config)
     with pytest.raises(CorruptRecordError, match="pickle"):

@@ -2,10 +2,10 @@
 
 A plan is a generator that yields ``(query, params)`` and is sent each statement's result
 (rows, rowcount), as the store's own are (:mod:`tether.store.drivers`): each saver operation
-is written once and driven synchronously or asynchronously. On Postgres the store's own
-:class:`Database` drives it (pools, reconnects, error translation); on SQLite this module
-does, inside the store's write transaction (``BEGIN IMMEDIATE``) or a read transaction, so a
-plan's reads see one snapshot.
+is written once and driven synchronously or asynchronously, by the store's own driver
+(``store.driver``: connections, the write lock, WAL checkpointing, reconnects, error
+translation). On SQLite a write plan runs in the store's write transaction (``BEGIN
+IMMEDIATE``) and a read plan in one read transaction, so a plan's reads see one snapshot.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Generator, Sequence
-from contextlib import nullcontext
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from ...errors import ConfigurationError
 from ...store import langgraph_sql as q
 from ...store.base import Checkpointer
-from ...store.drivers import Result, last, translate_sqlite_error
+from ...store.drivers import last
 from ...store.sqlite import SQLiteCheckpointer
 
 T = TypeVar("T")
@@ -43,7 +42,7 @@ class Backend(Protocol):
         """The statement ``template`` (from :mod:`tether.store.langgraph_sql`) for this store."""
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
-        """A statement that is its plan's last (Postgres runs it alone, in autocommit)."""
+        """A statement that is its plan's last (run alone, atomic by itself)."""
 
     def now(self) -> Any:
         """A ``created_at`` value for this store."""
@@ -71,6 +70,7 @@ class SQLiteBackend:
 
     def __init__(self, store: SQLiteCheckpointer) -> None:
         self._store = store
+        self._driver = store.driver
         self._rendered: dict[str, str] = {}
         # LangGraph writes from two threads at once (put_writes on the loop, put from its
         # background saver under the default "async" durability); on separate connections
@@ -92,7 +92,7 @@ class SQLiteBackend:
         return sql
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
-        return _Last((self.q(template), params))
+        return last(self.q(template), params)
 
     def now(self) -> float:
         return time.time()
@@ -101,67 +101,14 @@ class SQLiteBackend:
         return isinstance(exc, sqlite3.IntegrityError)
 
     def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
-        store = self._store
-        try:
-            first = next(plan)
-            if write and isinstance(first, _Last):
-                with self._write_lock:
-                    return self._alone(plan, first)
-            if write:
-                with self._write_lock, store._write() as conn:
-                    return _drive(conn, plan, first)
-            with store._read() as conn:
-                conn.execute("BEGIN")
-                try:
-                    return _drive(conn, plan, first)
-                finally:
-                    conn.execute("COMMIT")
-        except StopIteration as stop:  # a plan with no statement
-            return stop.value  # type: ignore[no-any-return]
-        except sqlite3.Error as exc:  # pragma: no cover - the context managers translate
-            raise translate_sqlite_error(exc, store.path) from exc
-        finally:
-            plan.close()
-
-    def _alone(self, plan: Plan[T], stmt: Statement) -> T:
-        """A plan's only statement, run as a transaction of its own (SQLite takes the write
-        lock before the statement reads): no BEGIN and COMMIT round trips, as the store's own
-        step INSERT (a thread waking from each one waits for the GIL: LangGraph puts from a
-        background thread while its loop runs)."""
-        store = self._store
-        wal = store._wal
-        conn = store._conn()
-        try:
-            with nullcontext() if wal is None else wal.gate:
-                result = _drive(conn, plan, stmt)
-        except (sqlite3.Error, UnicodeEncodeError) as exc:
-            raise translate_sqlite_error(exc, store.path) from exc
-        if wal is not None:
-            wal.committed()
-        return result
+        op = f"langgraph.{op}"
+        if not write:
+            return self._driver.run_snapshot(op, plan)
+        with self._write_lock:
+            return self._driver.run(op, plan, write=True)
 
     async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
         return self.run(op, plan, write=write)
-
-
-class _Last(tuple[Any, Sequence[Any] | None]):
-    """A statement its plan marks as its last."""
-
-    __slots__ = ()
-
-
-def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement) -> T:
-    try:
-        while True:
-            try:
-                cur = conn.execute(stmt[0], stmt[1] or ())
-                result = Result(cur.fetchall(), cur.rowcount)
-            except sqlite3.Error as exc:
-                stmt = plan.throw(exc)
-                continue
-            stmt = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
 
 
 class PostgresBackend:
@@ -178,7 +125,7 @@ class PostgresBackend:
         return self._store
 
     def q(self, template: str) -> bytes:
-        return self._store._q(template)  # type: ignore[no-any-return]
+        return self._store.render_sql(template)  # type: ignore[no-any-return]
 
     def last(self, template: str, params: Sequence[Any]) -> Statement:
         return last(self.q(template), params)
@@ -190,10 +137,10 @@ class PostgresBackend:
         return isinstance(exc, self._unique)
 
     def run(self, op: str, plan: Plan[T], *, write: bool) -> T:
-        return self._store._db.run(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
+        return self._store.driver.run(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
 
     async def arun(self, op: str, plan: Plan[T], *, write: bool) -> T:
-        return await self._store._db.arun(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
+        return await self._store.driver.arun(f"langgraph.{op}", plan, write=write)  # type: ignore[no-any-return]
 
 
 def backend_for(store: Checkpointer) -> Backend:
