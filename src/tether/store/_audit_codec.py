@@ -12,10 +12,9 @@ from typing import Any, Final
 
 from ..audit import AuditEntry
 from . import _codec
+from ._records import AUDIT
 
-AUDIT_COLUMNS: Final = (
-    "execution_id, action, via, actor, note, data, checkpoint_id, interrupt, at, entry_id"
-)
+AUDIT_COLUMNS: Final = AUDIT.sql
 AUDIT_INSERT_COLUMNS: Final = AUDIT_COLUMNS.rsplit(", at, entry_id", 1)[0]
 """The columns a writer gives; ``at`` and ``entry_id`` are the store's."""
 
@@ -48,28 +47,9 @@ def audit_named_params(entry: AuditEntry | None) -> dict[str, Any]:
     return dict(zip(AUDIT_PARAM_NAMES, values, strict=True))
 
 
-def _json_or_damage(data: Any, column: str) -> Any:
-    try:
-        return _codec.load_json(data)
-    except Exception as exc:  # one damaged row is named, never fatal to the listing
-        return {"unreadable": f"the stored {column} cannot be read: {exc}"}
-
-
-def audit_from_row(row: Any) -> AuditEntry:
-    """Build an :class:`AuditEntry` from a row in :data:`AUDIT_COLUMNS` order."""
-    interrupt = _json_or_damage(row[7], "interrupt")
-    return AuditEntry(
-        execution_id=row[0],
-        action=row[1],
-        via=row[2],
-        actor=row[3],
-        note=row[4],
-        data=_json_or_damage(row[5], "data"),
-        checkpoint_id=row[6],
-        interrupt=interrupt if isinstance(interrupt, dict) else None,
-        at=_codec.ts_to_dt(row[8]),
-        entry_id=int(row[9]),
-    )
+audit_from_row = AUDIT.build
+"""An :class:`AuditEntry` from a row in :data:`AUDIT_COLUMNS` order (never raising: the
+damage of unreadable JSON is named in the field, see :data:`._records.AUDIT`)."""
 
 
 def since_utc(since: _dt.datetime) -> _dt.datetime:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from .. import serde
@@ -30,7 +30,8 @@ from ._delta import (
 )
 from ._heads import HeadCache
 from ._node_input import dump_node_input, load_node_input
-from .base import RUN_STATUSES, PendingInterrupt, RunRecord
+from ._records import PENDING, RUNS, load_json, optional_text, shown_text, ts_to_dt
+from ._rows import CHAIN, CHECKPOINT_COLUMNS, CP
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -65,45 +66,19 @@ __all__ = [
     "ts_to_dt",
 ]
 
-CHECKPOINT_COLUMNS: Final = (
-    "checkpoint_id, execution_id, seq, node_id, node_index, step_type, status, state_kind, "
-    "state, base_seq, node_input, node_output, iteration_counters, interrupt_reason, "
-    "interrupt_context, agent_path, parent_checkpoint_id, next_node_id, created_at"
-)
-
-RUN_COLUMNS: Final = (
-    "execution_id, runner_name, runner_kind, status, input, parent_execution_id, "
-    "parent_checkpoint_id, owner, lease_expires_at, error, created_at, updated_at, finished_at, "
-    "app_version"
-)
-
-PENDING_COLUMNS: Final = (
-    "execution_id, checkpoint_id, node_id, agent_path, reason, context, created_at, "
-    "claimed_by, claim_expires_at, resume_value, due_at"
-)
+RUN_COLUMNS: Final = RUNS.sql
+PENDING_COLUMNS: Final = PENDING.sql
+PENDING_WIDTH: Final = len(PENDING)
+"""Columns of a pending row (:data:`PENDING_COLUMNS`)."""
+run_from_row = RUNS.strict
+pending_from_row = PENDING.strict
+decode_run = RUNS.lenient
+decode_pending = PENDING.lenient
 
 
 def dump_json(value: Any, path: str) -> bytes | None:
     """A JSON column value (``None`` stays SQL NULL)."""
     return None if value is None else serde.dumps(value, path)
-
-
-def load_json(data: Any) -> Any:
-    """Decode a JSON column value (``None`` for SQL NULL)."""
-    if data is None:
-        return None
-    if isinstance(data, memoryview):
-        data = bytes(data)
-    return serde.loads(data)
-
-
-def ts_to_dt(value: Any) -> _dt.datetime | None:
-    """A stored timestamp (unix seconds or an aware datetime) as an aware UTC datetime."""
-    if value is None:
-        return None
-    if isinstance(value, _dt.datetime):
-        return value.astimezone(_dt.UTC) if value.tzinfo else value.replace(tzinfo=_dt.UTC)
-    return _dt.datetime.fromtimestamp(float(value), _dt.UTC)
 
 
 def prune_cutoff(older_than: _dt.timedelta | _dt.datetime, now: float) -> float:
@@ -124,185 +99,6 @@ def prune_cutoff(older_than: _dt.timedelta | _dt.datetime, now: float) -> float:
             raise ConfigurationError("prune cutoff datetime must be timezone-aware (UTC)")
         return older_than.timestamp()
     raise ConfigurationError(f"older_than must be a timedelta or datetime, got {older_than!r}")
-
-
-def run_from_row(row: Any) -> RunRecord:
-    """Build a :class:`RunRecord` from a row in :data:`RUN_COLUMNS` order.
-
-    Raises:
-        CorruptRecordError: a field cannot be read (JSON that does not parse, a timestamp
-            holding text, a name stored as bytes), naming the run and each such field.
-    """
-    try:
-        run = RunRecord(
-            execution_id=row[0],
-            runner_name=row[1],
-            runner_kind=row[2],
-            status=row[3],
-            input=load_json(row[4]),
-            parent_execution_id=row[5],
-            parent_checkpoint_id=row[6],
-            owner=row[7],
-            lease_expires_at=ts_to_dt(row[8]),
-            error=row[9],
-            created_at=ts_to_dt(row[10]),
-            updated_at=ts_to_dt(row[11]),
-            finished_at=ts_to_dt(row[12]),
-            app_version=row[13],
-        )
-    except Exception:  # which field: decoded again one at a time, below
-        run = None
-    if (
-        run is None
-        or not _all_text(row, _RUN_TEXT, _RUN_OPTIONAL_TEXT)
-        or run.status not in RUN_STATUSES
-    ):
-        run = decode_run(row)
-        raise CorruptRecordError(
-            f"run {run.execution_id!r} is damaged: {run.damaged}", execution_id=run.execution_id
-        )
-    return run
-
-
-def pending_from_row(row: Any) -> PendingInterrupt:
-    """Build a :class:`PendingInterrupt` from a row in :data:`PENDING_COLUMNS` order.
-
-    Raises:
-        CorruptRecordError: a field cannot be read, naming the run and each such field.
-    """
-    try:
-        pending = PendingInterrupt(
-            execution_id=row[0],
-            checkpoint_id=row[1],
-            node_id=row[2],
-            agent_path=row[3],
-            reason=row[4],
-            context=load_json(row[5]),
-            created_at=ts_to_dt(row[6]),
-            claimed_by=row[7],
-            claim_expires_at=ts_to_dt(row[8]),
-            resume_value=load_json(row[9]),
-            due_at=ts_to_dt(row[10]),
-        )
-    except Exception:  # which field: decoded again one at a time, below
-        pending = None
-    if pending is None or not _all_text(row, _PENDING_TEXT, _PENDING_OPTIONAL_TEXT):
-        pending = decode_pending(row)
-        raise CorruptRecordError(
-            f"the pending interrupt of run {pending.execution_id!r} is damaged: {pending.damaged}",
-            execution_id=pending.execution_id,
-        )
-    return pending
-
-
-# Which columns hold text (always, or when not NULL): a SQLite column holds whatever was
-# written to it, and a name stored as bytes would reach the views as bytes.
-_RUN_TEXT: Final = (0, 1, 2, 3)
-_RUN_OPTIONAL_TEXT: Final = (5, 6, 7, 9, 13)
-_PENDING_TEXT: Final = (0, 1, 2, 4)
-_PENDING_OPTIONAL_TEXT: Final = (3, 7)
-
-
-def _all_text(row: Any, required: tuple[int, ...], optional: tuple[int, ...]) -> bool:
-    return all(type(row[i]) is str for i in required) and all(
-        row[i] is None or type(row[i]) is str for i in optional
-    )
-
-
-# --- decoding one field at a time: what a listing shows of a damaged row --------------------
-def _text(value: Any) -> str:
-    if isinstance(value, bytes | memoryview):
-        raise ValueError("not text")
-    text = str(value)
-    text.encode("utf-8")  # a name read past a decode error holds surrogates: refuse it
-    return text
-
-
-def shown_text(value: Any) -> str:
-    """Unreadable text, readable: bad bytes as U+FFFD."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    if isinstance(value, bytes | memoryview):
-        return bytes(value).decode("utf-8", "replace")
-    return "" if value is None else str(value)
-
-
-def optional_text(value: Any) -> str | None:
-    """A nullable text column's value; ``ValueError`` (or ``UnicodeEncodeError``) if it is
-    not text."""
-    return None if value is None else _text(value)
-
-
-def _run_status(value: Any) -> str:
-    # A status a newer (or broken) writer left is not guessed at, as a checkpoint row's is not.
-    status = _text(value)
-    if status not in RUN_STATUSES:
-        raise CorruptRecordError(f"status {status!r} is not one this tether knows")
-    return status
-
-
-_RUN_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
-    ("execution_id", _text),
-    ("runner_name", _text),
-    ("runner_kind", _text),
-    ("status", _run_status),
-    ("input", load_json),
-    ("parent_execution_id", optional_text),
-    ("parent_checkpoint_id", optional_text),
-    ("owner", optional_text),
-    ("lease_expires_at", ts_to_dt),
-    ("error", optional_text),
-    ("created_at", ts_to_dt),
-    ("updated_at", ts_to_dt),
-    ("finished_at", ts_to_dt),
-    ("app_version", optional_text),
-)
-_PENDING_FIELDS: Final[tuple[tuple[str, Callable[[Any], Any]], ...]] = (
-    ("execution_id", _text),
-    ("checkpoint_id", _text),
-    ("node_id", _text),
-    ("agent_path", optional_text),
-    ("reason", _text),
-    ("context", load_json),
-    ("created_at", ts_to_dt),
-    ("claimed_by", optional_text),
-    ("claim_expires_at", ts_to_dt),
-    ("resume_value", load_json),
-    ("due_at", ts_to_dt),
-)
-#: Columns of a pending row (:data:`PENDING_COLUMNS`).
-PENDING_WIDTH: Final = len(_PENDING_FIELDS)
-_TEXT_FIELDS: Final = frozenset(
-    {"execution_id", "runner_name", "runner_kind", "status", "checkpoint_id", "node_id", "reason"}
-)
-
-
-def _decode(
-    row: Any, fields: tuple[tuple[str, Callable[[Any], Any]], ...]
-) -> tuple[dict[str, Any], str | None]:
-    values: dict[str, Any] = {}
-    problems: list[str] = []
-    for (name, read), raw in zip(fields, row, strict=False):
-        try:
-            values[name] = read(raw)
-        except Exception as exc:  # any undecodable value: this field of this row only
-            reason = str(exc).split(":")[0] if isinstance(exc, CorruptRecordError) else ""
-            problems.append(f"{name} unreadable ({reason or type(exc).__name__})")
-            values[name] = shown_text(raw) if name in _TEXT_FIELDS else None
-    return values, "; ".join(problems) or None
-
-
-def decode_run(row: Any) -> RunRecord:
-    """A runs row (:data:`RUN_COLUMNS` order) as a record, never raising: undecodable fields
-    are left empty and named in ``damaged`` (a listing's entry)."""
-    values, damaged = _decode(row, _RUN_FIELDS)
-    return RunRecord(**values, damaged=damaged)
-
-
-def decode_pending(row: Any) -> PendingInterrupt:
-    """A pending row (:data:`PENDING_COLUMNS` order) as a record, as :func:`decode_run`."""
-    values, damaged = _decode(row, _PENDING_FIELDS)
-    return PendingInterrupt(**values, damaged=damaged)
 
 
 def checkpoint_params(
@@ -370,8 +166,10 @@ def checkpoints_from_rows(
     raw: dict[str, Any] = {}
     prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
     for row in rows:
-        raw = apply_row_of(row[1], row[2], raw, row[7], row[8])
-        path = row[15]
+        raw = apply_row_of(
+            row[CP.execution_id], row[CP.seq], raw, row[CP.state_kind], row[CP.state]
+        )
+        path = row[CP.agent_path]
         if prefix is not None and not (
             path == prefix or (path is not None and path.startswith(prefix + "/"))
         ):
@@ -384,7 +182,7 @@ def resumable_lies_further_back(newest: Sequence[Sequence[Any]]) -> bool:
     """Whether the run's two newest rows (``newest``, in :data:`CHECKPOINT_COLUMNS` order) are
     both run-end markers, so that the row a resume re-enters lies further back and the caller
     reads it too before :func:`state_chain_bounds`."""
-    return len(newest) == 2 and all(r[5] == "run_end" for r in newest)
+    return len(newest) == 2 and all(r[CP.step_type] == "run_end" for r in newest)
 
 
 def state_chain_bounds(rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
@@ -392,7 +190,7 @@ def state_chain_bounds(rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
     from the full snapshot under the oldest of them up to the newest. Read as ``(seq,
     state_kind, state)`` only: for a long run it is most of its rows, and the other columns
     would cost more to fetch than the states."""
-    return min(r[9] for r in rows), max(r[2] for r in rows)
+    return min(r[CP.base_seq] for r in rows), max(r[CP.seq] for r in rows)
 
 
 def resume_point(
@@ -414,24 +212,28 @@ def resume_point(
     Raises:
         CorruptRecordError: the chain of rows is broken or a payload is not JSON.
     """
-    newest = max(rows, key=lambda r: r[2])
-    target = max((r for r in rows if r[5] != "run_end"), key=lambda r: r[2], default=None)
-    if not chain or chain[0][1] != "full":
+    seq, step_type, chain_seq = CP.seq, CP.step_type, CHAIN.seq
+    newest = max(rows, key=lambda r: r[seq])
+    target = max((r for r in rows if r[step_type] != "run_end"), key=lambda r: r[seq], default=None)
+    eid = newest[CP.execution_id]
+    if not chain or chain[0][CHAIN.state_kind] != "full":
         raise CorruptRecordError("state chain does not start at a full snapshot")
-    if chain[-1][0] != newest[2]:
-        raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
+    if chain[-1][chain_seq] != newest[seq]:
+        raise CorruptRecordError(f"state chain of run {eid!r} has a gap")
     at_target: dict[str, Any] | None = None
     if target is None:
-        raw = replay_in_place(newest[1], {}, chain)
+        raw = replay_in_place(eid, {}, chain)
     else:
-        cut = bisect.bisect_right(chain, target[2], key=lambda r: r[0])  # rows up to target's
-        if cut == 0 or chain[cut - 1][0] != target[2]:
-            raise CorruptRecordError(f"state chain of run {newest[1]!r} has a gap")
-        at_target = raw = replay_in_place(newest[1], {}, chain[:cut])
+        # The chain's rows up to the target's.
+        cut = bisect.bisect_right(chain, target[seq], key=lambda r: r[chain_seq])
+        if cut == 0 or chain[cut - 1][chain_seq] != target[seq]:
+            raise CorruptRecordError(f"state chain of run {eid!r} has a gap")
+        at_target = raw = replay_in_place(eid, {}, chain[:cut])
         if cut < len(chain):  # the target is not the newest row: replay on from a copy
-            raw = replay_in_place(newest[1], copy_raw(at_target), chain[cut:])
-    head = head_from_raw(newest[2], newest[9], raw, newest[2] - newest[9])
-    ended = newest[6] if newest[5] == "run_end" else None
+            raw = replay_in_place(eid, copy_raw(at_target), chain[cut:])
+    base_seq = newest[CP.base_seq]
+    head = head_from_raw(newest[seq], base_seq, raw, newest[seq] - base_seq)
+    ended = newest[CP.status] if newest[step_type] == "run_end" else None
     if target is None or at_target is None:
         return None, ended, head
     return checkpoint_from_row(target, decode_state(at_target)), ended, head
@@ -446,23 +248,23 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
     """
     try:
         return Checkpoint(
-            checkpoint_id=row[0],
-            execution_id=row[1],
-            seq=row[2],
-            node_id=row[3],
-            node_index=row[4],
-            step_type=row[5],
-            status=row[6],
+            checkpoint_id=row[CP.checkpoint_id],
+            execution_id=row[CP.execution_id],
+            seq=row[CP.seq],
+            node_id=row[CP.node_id],
+            node_index=row[CP.node_index],
+            step_type=row[CP.step_type],
+            status=row[CP.status],
             state_snapshot=state,
-            node_input=load_node_input(row[10], state, row),
-            node_output=load_json(row[11]),
-            iteration_counters=load_json(row[12]) or {},
-            interrupt_reason=row[13],
-            interrupt_context=load_json(row[14]),
-            agent_path=row[15],
-            parent_checkpoint_id=row[16],
-            next_node_id=row[17],
-            created_at=ts_to_dt(row[18]),
+            node_input=load_node_input(row[CP.node_input], state, row),
+            node_output=load_json(row[CP.node_output]),
+            iteration_counters=load_json(row[CP.iteration_counters]) or {},
+            interrupt_reason=row[CP.interrupt_reason],
+            interrupt_context=load_json(row[CP.interrupt_context]),
+            agent_path=row[CP.agent_path],
+            parent_checkpoint_id=row[CP.parent_checkpoint_id],
+            next_node_id=row[CP.next_node_id],
+            created_at=ts_to_dt(row[CP.created_at]),
         )
     except (IndexError, TypeError, ValueError) as exc:
         raise CorruptRecordError(f"checkpoint row cannot be read: {exc}") from exc

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from ..errors import ListingCursorError
 from . import _codec
+from ._records import PENDING, RUNS
 from .base import PendingInterrupt, RunRecord
 
 __all__ = [
@@ -179,7 +180,7 @@ def _runs_where(q: RunsQuery) -> tuple[str, list[Any]]:
 
 def runs_sql(q: RunsQuery) -> tuple[str, list[Any]]:
     """The page query of ``q``: ``limit + 1`` rows, to know whether another page follows."""
-    columns = ", ".join(f"r.{c.strip()}" for c in _codec.RUN_COLUMNS.split(","))
+    columns = RUNS.qualified("r")
     where, args = _runs_where(q)
     order = "ASC" if q.oldest_first else "DESC"
     if q.after is not None:
@@ -229,7 +230,7 @@ def pending_sql(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
     if q.sort not in PENDING_SORTS:
         raise ValueError(f"sort must be one of {', '.join(PENDING_SORTS)}, got {q.sort!r}")
     keys = (*PENDING_SORTS[q.sort], "p.execution_id")
-    columns = ", ".join(f"p.{c.strip()}" for c in _codec.PENDING_COLUMNS.split(","))
+    columns = PENDING.qualified("p")
     where, args = _pending_where(q, cutoff)
     order = "DESC" if q.descending else "ASC"
     if q.after is not None:

@@ -17,6 +17,7 @@ import orjson
 
 from .. import serde
 from ..errors import CorruptRecordError
+from ._rows import CP
 
 REF_TAG: Final = "ref"  # envelope tag of a node_input value stored in the row's state
 
@@ -146,11 +147,12 @@ def load_node_input(data: Any, state: dict[str, Any], row: Any) -> Any:
                 out[k] = _resolve_ref(state, v["v"])
             except KeyError:
                 raise CorruptRecordError(
-                    f"checkpoint {row[0]!r} (run {row[1]!r}, seq {row[2]}, node {row[3]!r}): "
+                    f"checkpoint {row[CP.checkpoint_id]!r} (run {row[CP.execution_id]!r}, "
+                    f"seq {row[CP.seq]}, node {row[CP.node_id]!r}): "
                     f'node_input["{k}"] refers to {v["v"]!r} in the row\'s state, which holds '
                     "nothing there",
-                    execution_id=row[1],
-                    node_id=row[3],
+                    execution_id=row[CP.execution_id],
+                    node_id=row[CP.node_id],
                 ) from None
         else:
             out[k] = serde.from_jsonable(v)

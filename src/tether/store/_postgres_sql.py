@@ -17,7 +17,8 @@ from ._audit_codec import AUDIT_COLUMNS, AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
-from ._rows import STEP_FIELDS, named
+from ._records import PENDING
+from ._rows import CHAIN_COLUMNS, STEP_FIELDS, named
 from ._versions import POSTGRES_MIGRATION_V8
 
 SCHEMA_VERSION: Final = 9
@@ -241,7 +242,7 @@ SELECT_RESUMABLE_BEFORE: Final = (
 SELECT_BY_ID: Final = f"{_SELECT_CP}{_OF_RUN} AND checkpoint_id = %(checkpoint_id)s"
 SELECT_ALL: Final = f"{_SELECT_CP}{_OF_RUN} ORDER BY seq"
 SELECT_STATE_CHAIN: Final = (
-    f"SELECT seq, state_kind, state FROM {{schema}}.checkpoints{_OF_RUN} "
+    f"SELECT {CHAIN_COLUMNS} FROM {{schema}}.checkpoints{_OF_RUN} "
     "AND seq >= %(low)s AND seq <= %(high)s ORDER BY seq"
 )
 INSERT_PENDING: Final = (
@@ -462,7 +463,7 @@ SELECT_AUDIT_SINCE: Final = (
 # The questions due now, unanswered and unclaimed, of paused runs (of %(runner_names)s, NULL:
 # any runner), soonest first.
 SELECT_DUE: Final = (
-    f"SELECT {', '.join('p.' + c.strip() for c in _codec.PENDING_COLUMNS.split(','))} "
+    f"SELECT {PENDING.qualified('p')} "
     "FROM {schema}.pending_interrupts p JOIN {schema}.runs r ON r.execution_id = p.execution_id "
     "WHERE p.due_at IS NOT NULL AND p.due_at <= now() AND p.resume_value IS NULL "
     "AND p.claimed_by IS NULL AND r.status = 'paused' "

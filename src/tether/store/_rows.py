@@ -1,18 +1,17 @@
 """Where each column sits in the rows the SQL backends select, read by name.
 
-The statements select :data:`~._codec.CHECKPOINT_COLUMNS` in that order; a plan reads a
-checkpoint row's fields as ``row[CP.seq]``, never ``row[2]``. :data:`STEP_FIELDS` names the
-parameters of a checkpoint insert: the columns but ``created_at``, which each backend stamps
-with its own clock.
+The statements select :data:`CHECKPOINT_COLUMNS` (the names of :data:`CP`) in that order; the
+plans and the codec read a checkpoint row's fields as ``row[CP.seq]``, never ``row[2]``.
+:data:`STEP_FIELDS` names the parameters of a checkpoint insert: the columns but
+``created_at``, which each backend stamps with its own clock. A row of a run's state chain
+(:data:`CHAIN_COLUMNS`) is read as ``row[CHAIN.seq]``.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-from . import _codec
-
-__all__ = ["CP", "STEP_FIELDS", "named"]
+__all__ = ["CHAIN", "CHAIN_COLUMNS", "CHECKPOINT_COLUMNS", "CP", "STEP_FIELDS", "named"]
 
 
 class _CheckpointColumns(NamedTuple):
@@ -39,10 +38,21 @@ class _CheckpointColumns(NamedTuple):
 
 CP: Final = _CheckpointColumns(*range(len(_CheckpointColumns._fields)))
 """The position of each column in a selected checkpoint row."""
-if ", ".join(CP._fields) != _codec.CHECKPOINT_COLUMNS:  # pragma: no cover - a bug, at import
-    raise RuntimeError("_rows.CP is out of step with _codec.CHECKPOINT_COLUMNS")
+CHECKPOINT_COLUMNS: Final = ", ".join(CP._fields)
+"""The checkpoint columns as a select list, in :data:`CP`'s order."""
 
 STEP_FIELDS: Final = CP._fields[:-1]
+
+
+class _ChainColumns(NamedTuple):
+    seq: int
+    state_kind: int
+    state: int
+
+
+CHAIN: Final = _ChainColumns(*range(len(_ChainColumns._fields)))
+"""The position of each column in a row of a run's state chain (what a resume replays)."""
+CHAIN_COLUMNS: Final = ", ".join(CHAIN._fields)
 
 
 def named(placeholder: str, names: tuple[str, ...] = STEP_FIELDS) -> str:

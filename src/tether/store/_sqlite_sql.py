@@ -19,7 +19,8 @@ from ._audit_codec import AUDIT_COLUMNS, AUDIT_INSERT_COLUMNS, AUDIT_PARAM_NAMES
 from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sqlite
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
-from ._rows import named
+from ._records import PENDING
+from ._rows import CHAIN_COLUMNS, named
 from ._versions import SQLITE_MIGRATION_V8
 
 SCHEMA_VERSION: Final = 9
@@ -228,7 +229,7 @@ SELECT_BY_ID: Final = (
 )
 SELECT_ALL: Final = f"{_SELECT_CP} WHERE execution_id = :execution_id ORDER BY seq"
 SELECT_STATE_CHAIN: Final = (
-    "SELECT seq, state_kind, state FROM checkpoints "
+    f"SELECT {CHAIN_COLUMNS} FROM checkpoints "
     "WHERE execution_id = :execution_id AND seq >= :low AND seq <= :high ORDER BY seq"
 )
 
@@ -435,7 +436,7 @@ SELECT_AUDIT_SINCE: Final = (
 # The questions due now, unanswered and unclaimed, of paused runs (of :runner_names, a JSON
 # list; NULL: any runner), soonest first.
 SELECT_DUE: Final = (
-    f"SELECT {', '.join('p.' + c.strip() for c in _codec.PENDING_COLUMNS.split(','))} "
+    f"SELECT {PENDING.qualified('p')} "
     "FROM pending_interrupts p JOIN runs r ON r.execution_id = p.execution_id "
     "WHERE p.due_at IS NOT NULL AND p.due_at <= :now AND p.resume_value IS NULL "
     "AND p.claimed_by IS NULL AND r.status = 'paused' "
