@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import threading
 import time
@@ -197,6 +198,10 @@ class _Heartbeats:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        # When the sleeping thread wakes on its own (monotonic seconds); -inf while it is
+        # awake, since it looks at every beat before it sleeps again.
+        self.sleeps_until = -math.inf
+        self.wakeups = 0  # times the thread woke (a diagnostic)
 
     def add(self, store: LeaseStore, owner: str, lease_seconds: float, execution_id: str) -> None:
         """Renew ``owner``'s lease on the run from a third of the period on."""
@@ -213,7 +218,11 @@ class _Heartbeats:
                     target=self._loop, name="tether-heartbeat", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            elif beat is None and due < self.sleeps_until:
+                # Only then: waking the thread costs a resume about as much as its reads
+                # (a GIL hand-over), and a new beat is usually due long after the thread's
+                # next look (a third of 30 s against at most a second).
+                self._cond.notify()
 
     def remove(self, owner: str, execution_id: str | None = None) -> None:
         """Stop renewing ``owner``'s lease on the run (on all its runs: ``None``). A renewal
@@ -240,7 +249,11 @@ class _Heartbeats:
                     beat.due = now + beat.lease_seconds / 3
                 if not due:
                     wake = min((b.due for b in self._beats.values()), default=now + 1.0)
-                    self._cond.wait(max(0.005, wake - now))
+                    timeout = max(0.005, wake - now)
+                    self.sleeps_until = now + timeout
+                    self._cond.wait(timeout)
+                    self.sleeps_until = -math.inf
+                    self.wakeups += 1
                     continue
             for owner, store, period, execution_ids in due:
                 with contextlib.suppress(Exception):
