@@ -139,6 +139,25 @@ def test_any_replaced_item_of_a_list_of_any_length_is_caught(length):
     assert orjson.loads(payload) == {"s": {"todo": grown}}
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(1, True), (0, False), (2, 2.0), (0.0, -0.0), (True, 1.0)],
+    ids=["int-bool", "zero-false", "int-float", "zero-negative-zero", "bool-float"],
+)
+def test_an_item_replaced_in_place_by_an_equal_number_of_another_kind_is_stored(before, after):
+    """``1 == True == 1.0``: an equal item is not the same JSON, so a list of numbers never
+    takes the equality shortcut and the replaced item is stored, alone or with an append."""
+    log = ["a", before, "b"]
+    _, _, head = _delta.encode_next(None, {"log": log})
+    log[1] = after
+    _, payload, head = _delta.encode_next(head, {"log": log})
+    assert payload == b'{"s":{"log":%s}}' % orjson.dumps(log)
+    log[1] = before
+    log.append("c")
+    _, payload, _ = _delta.encode_next(head, {"log": log})
+    assert payload == b'{"s":{"log":%s}}' % orjson.dumps(log)
+
+
 def test_mutable_items_never_take_the_identity_shortcut():
     row = {"x": 1}
     _, _, h1 = _delta.encode_next(None, {"rows": [row]})

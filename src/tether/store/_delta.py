@@ -128,7 +128,7 @@ class ListMark:
         if size < n or len(whole) != n:
             return None
         if size == n:
-            # In C: the same object, or an equal one (encoded alike but for 1, 1.0, True)
+            # In C: the same object, or an equal one (encoded alike: no numbers, see _scalars_only)
             return ([], self) if items == whole else None
         tail = items[n:]
         if not _scalars_only(tail):
@@ -186,7 +186,9 @@ def encode_keys(state: dict[str, Any]) -> dict[str, bytes]:
     return out
 
 
-_SCALAR_TYPES: Final = frozenset({str, float, bool, type(None)})
+# Items whose equality means equal JSON: never numbers, since 1 == 1.0 == True and 0.0 == -0.0
+# would let an item replaced in place by an equal number of another kind pass unstored.
+_SCALAR_TYPES: Final = frozenset({str, type(None)})
 
 # Encoded by orjson as serde.dumps does (an int only in the signed 64-bit range; a lone
 # surrogate makes orjson raise and serde name the key). Not float: orjson writes nan as null.
@@ -198,13 +200,11 @@ _INT_MAX: Final = 2**63 - 1
 
 
 def _scalars_only(items: list[Any]) -> bool:
-    """True when every item is an immutable JSON scalar or a :class:`~tether.serde.FrozenDict`
-    (so the same object always encodes to the same bytes)."""
+    """True when every item is a str, ``None`` or a :class:`~tether.serde.FrozenDict` (so an
+    equal item encodes to the same bytes)."""
     for x in items:
         t = type(x)
         if t in _SCALAR_TYPES or t is serde.FrozenDict:
-            continue
-        if t is int and _INT_MIN <= x <= _INT_MAX:
             continue
         return False
     return True
