@@ -104,6 +104,36 @@ def test_fields_round_trip(store):
     assert got.created_at.tzinfo is not None
 
 
+def test_a_step_row_keeps_each_nullable_column_set_or_unset(store):
+    # Each set of unset columns is its own statement on SQLite (NULL written into it).
+    eid = _run(store)
+    fields: dict[str, Any] = {
+        "node_input": {"q": "x"},
+        "node_output": {"updated_keys": ["k"]},
+        "iteration_counters": {"a->b": 1},
+        "interrupt_reason": "why",
+        "interrupt_context": {"c": [1]},
+        "agent_path": "agent:a",
+        "parent_checkpoint_id": "p",
+        "next_node_id": "b",
+    }
+    names = list(fields)
+    shapes = [dict.fromkeys(names, True), dict.fromkeys(names, False)]
+    shapes += [{n: i % 2 == j for i, n in enumerate(names)} for j in (0, 1)]
+    shapes += [{n: n == only for n in names} for only in names]
+    for i, shape in enumerate(shapes):
+        kw = {n: fields[n] for n in names if shape[n]}
+        store.put(_cp(eid, f"n{i}", {"i": i, "blob": "\x00é"}, **kw))
+    rows = store.list(eid)
+    assert [r.state_snapshot["i"] for r in rows] == list(range(len(shapes)))
+    for row, shape in zip(rows, shapes, strict=True):
+        got = {n: getattr(row, n) for n in names}
+        want = {
+            n: fields[n] if shape[n] else ({} if n == "iteration_counters" else None) for n in names
+        }
+        assert got == want, shape
+
+
 def test_agent_path_prefix_scopes_get_last_and_list(store):
     eid = _run(store)
     store.put(_cp(eid, "turn:0", {}, agent_path="swarm:s/agent:a"))

@@ -42,10 +42,6 @@ class Driver(Protocol):
     """How a backend runs a plan: :class:`~._sqlite_io.SQLiteDatabase`,
     :class:`~._postgres_io.Database`."""
 
-    batches_steps: bool
-    """It takes a step's insert as :class:`~._plans.StepInsert` (it may write it in one
-    statement with other runs' steps); else the plan yields the plain statement."""
-
     def run(
         self, op: str, plan: Plan[T], *, write: Write = False, execution_id: str | None = None
     ) -> T:
@@ -165,32 +161,36 @@ class StoreOperations:
         values, new_head = _codec.checkpoint_params(
             cp, head, force_full=force_full, compress_min_bytes=self.compress_state_min_bytes
         )
-        params: dict[str, Any] = dict(zip(STEP_FIELDS, values, strict=True))
         # created_at: the database's clock where the insert returns it (Postgres' now()),
         # else this one, sent as :now (SQLite: a RETURNING clause makes its insert cost about
         # a third more instructions, for a value this process already has).
-        params["now"] = now = time.time()
+        now = time.time()
         sql = self._sql
-        owner = params["owner"] = self._fences.get(cp.execution_id)
-        if run_status is None:
-            script = (sql.INSERT_CHECKPOINT if owner is None else sql.INSERT_CHECKPOINT_FENCED,)
-        else:
-            # run_status, not status: that name is the checkpoint's own column (STEP_FIELDS)
-            params.update(run_status=run_status, error=error, release_lease_of=release_lease_of)
-            script = (
-                sql.INSERT_CHECKPOINT_SET_STATUS
-                if owner is None
-                else sql.INSERT_CHECKPOINT_FENCED_SET_STATUS
-            )
+        owner = self._fences.get(cp.execution_id)
         try:
-            if final and run_status is None and self._db.batches_steps:
-                # The usual step: it may share a statement with other runs' steps.
-                fence = (cp.execution_id, owner) if owner is not None else (None, None)
-                step = StepInsert(last(script[0], params), (*values, *fence))
-                res = yield step  # type: ignore[misc]
-            elif len(script) == 1:  # the usual step: one statement, sent without a sub-plan
-                res = yield last(script[0], params) if final else (script[0], params)
+            if final and run_status is None:
+                # The usual step, sent without a params dict or a sub-plan: a driver binds its
+                # row as it likes, or shares a statement with other runs' steps.
+                fenced = (cp.execution_id, owner) if owner is not None else (None, None)
+                query = sql.INSERT_CHECKPOINT if owner is None else sql.INSERT_CHECKPOINT_FENCED
+                res = yield StepInsert(query, (*values, *fenced), now)  # type: ignore[misc]
             else:
+                params: dict[str, Any] = dict(zip(STEP_FIELDS, values, strict=True))
+                params.update(now=now, owner=owner)
+                if run_status is None:
+                    script = (
+                        sql.INSERT_CHECKPOINT if owner is None else sql.INSERT_CHECKPOINT_FENCED,
+                    )
+                else:
+                    # run_status, not status: that name is the checkpoint's own column
+                    params.update(
+                        run_status=run_status, error=error, release_lease_of=release_lease_of
+                    )
+                    script = (
+                        sql.INSERT_CHECKPOINT_SET_STATUS
+                        if owner is None
+                        else sql.INSERT_CHECKPOINT_FENCED_SET_STATUS
+                    )
                 res = yield from self._script(script, params, final=final)
         except Exception as exc:
             if self._db.unique_key(exc) != sql.STEP_KEY:

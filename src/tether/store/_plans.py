@@ -21,6 +21,8 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from ._rows import STEP_FIELDS
+
 __all__ = [
     "Params",
     "Plan",
@@ -84,19 +86,29 @@ def is_last(stmt: Statement) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class StepInsert:
-    """A step's checkpoint insert that a driver may write in one statement with other runs'
-    steps (Postgres on an event loop: :mod:`tether.store._postgres_batch`); any other driver
-    runs ``single``.
+    """The usual step's checkpoint insert, the last statement of its plan: a driver writes it
+    alone (:attr:`single`; SQLite binds :attr:`row` by position instead) or in one statement
+    with other runs' steps (Postgres on an event loop: :mod:`tether.store._postgres_batch`).
 
     Attributes:
-        single: the statement that writes it alone (marked :func:`last`).
+        query: the backend's statement that writes it alone, with named parameters
+            (``INSERT_CHECKPOINT``, or ``INSERT_CHECKPOINT_FENCED`` when the run is leased).
         row: the 18 checkpoint values in ``CHECKPOINT_COLUMNS`` order (``created_at`` comes
-            from the server), then the fence: the run's ``execution_id`` and the lease
-            holder, or two ``None`` for an unfenced insert.
+            from the clock), then the fence: the run's ``execution_id`` and the lease holder,
+            or two ``None`` for an unfenced insert.
+        now: this process's clock (unix seconds), the ``:now`` of a driver without one.
     """
 
-    single: Statement
+    query: Any
     row: tuple[Any, ...]
+    now: float
+
+    @property
+    def single(self) -> Statement:
+        """The insert as one statement with named parameters, marked :func:`last`."""
+        params = dict(zip(STEP_FIELDS, self.row, strict=False))
+        params["now"], params["owner"] = self.now, self.row[-1]
+        return last(self.query, params)
 
 
 PAST_LAST = "a write plan yielded a statement after the one it marked last"

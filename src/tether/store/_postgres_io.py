@@ -138,8 +138,6 @@ class Database:
         schema: the rendered schema, for multi-row step statements (:mod:`._postgres_batch`).
     """
 
-    batches_steps = True
-
     def __init__(
         self,
         conninfo: str,

@@ -18,6 +18,8 @@ statement.
 from __future__ import annotations
 
 import builtins
+import itertools
+import operator
 import os
 import re
 import sqlite3
@@ -33,7 +35,8 @@ import orjson
 
 from ..errors import SerializationError, TetherError
 from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
-from ._plans import PAST_LAST, Plan, Result, Statement, Write, is_last
+from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, Write, is_last
+from ._rows import STEP_FIELDS
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 
 __all__ = ["SQLiteDatabase", "translate"]
@@ -54,8 +57,6 @@ class SQLiteDatabase:
             or ``"inline"`` (SQLite's auto-checkpoint inside a COMMIT).
         wal_checkpoint_pages: the WAL growth, in pages, that triggers a checkpoint.
     """
-
-    batches_steps = False  # one writer at a time: steps have nobody to share a commit with
 
     def __init__(
         self,
@@ -185,7 +186,7 @@ class SQLiteDatabase:
             if not write:
                 with self.read() as conn:
                     return _drive(conn, plan, first)
-            if write is True and not is_last(first):
+            if write is True and not (is_last(first) or isinstance(first, StepInsert)):
                 with self.write() as conn:
                     return _drive(conn, plan, first)
             wal = self.wal  # statements each a transaction of its own, under the gate
@@ -268,6 +269,45 @@ def _bind(sql: str, params: Any) -> tuple[str, Any]:
     return sql, values
 
 
+_BLOBS: Final = frozenset({"state", "node_input", "node_output", "iteration_counters"}) | {
+    "interrupt_context"
+}
+_NONES: Final = (None,) * len(STEP_FIELDS)
+_STEP_TEXTS: dict[tuple[str, tuple[bool, ...]], tuple[str, tuple[int, ...]]] = {}
+
+
+def _step_row(step: StepInsert) -> tuple[str, builtins.list[Any]]:
+    """``(statement, params)`` for a step's insert, bound by position: ``_bind``'s rules
+    (``NULL`` in the statement for each ``None``, ``bytes`` as ``bytearray``) without a dict
+    of named parameters, which :mod:`sqlite3` binds by looking each name up (about a quarter
+    of the insert's own cost). One statement text per set of ``NULL`` columns."""
+    values = step.row[: len(STEP_FIELDS)]
+    kept = tuple(map(operator.is_not, values, _NONES))
+    found = _STEP_TEXTS.get((step.query, kept))
+    if found is None:
+        found = _STEP_TEXTS[step.query, kept] = _positional(step.query, kept)
+    sql, blobs = found
+    params = [*itertools.compress(values, kept), step.now, step.row[-1]]
+    for i in blobs:
+        if type(params[i]) is bytes:
+            params[i] = bytearray(params[i])
+    if params[-1] is None:  # unfenced: no :owner
+        params.pop()
+    return sql, params
+
+
+def _positional(query: str, kept: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
+    """``query``'s text with ``?NNN`` for its named parameters: the columns ``kept`` numbered
+    in order, ``NULL`` for the others, then ``:now`` and ``:owner``; and the positions of the
+    blob columns among the parameters."""
+    names = [n for n, k in zip(STEP_FIELDS, kept, strict=True) if k]
+    number = {n: f"?{i}" for i, n in enumerate([*names, "now", "owner"], 1)}
+    number.update((n, "NULL") for n, k in zip(STEP_FIELDS, kept, strict=True) if not k)
+    return _NAMED.sub(lambda m: number[m[1]], query), tuple(
+        i for i, n in enumerate(names) if n in _BLOBS
+    )
+
+
 def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement, *, alone: bool = False) -> T:
     """Run ``plan`` from its first statement ``stmt``; ``alone``: that statement is its last."""
     done = False
@@ -277,7 +317,10 @@ def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement, *, alone: b
                 raise RuntimeError(PAST_LAST)
             done = alone
             try:
-                cur = conn.execute(*_bind(stmt[0], stmt[1]))
+                if isinstance(stmt, StepInsert):
+                    cur = conn.execute(*_step_row(stmt))
+                else:
+                    cur = conn.execute(*_bind(stmt[0], stmt[1]))
                 result = Result(cur.fetchall(), cur.rowcount)
             except sqlite3.Error as exc:
                 done = False  # nothing committed: the plan may go on
