@@ -746,3 +746,42 @@ def test_a_scalar_state_value_json_cannot_hold_is_refused_naming_its_key(value, 
     assert _delta.encode_next(head, {"n": 2**63 - 1, "s": "b"})[1] == (
         b'{"s":{"n":9223372036854775807,"s":"b"}}'
     )
+
+
+# --- a state chain with rows missing ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deleted", "error"),
+    [
+        ("seq = 1", "run 'gap': the full snapshot at seq 1 that its rows up to seq"),
+        ("seq = 5", "run 'gap': rows are missing from its state chain at seq 5$"),
+        ("seq IN (3, 4, 6)", "run 'gap': rows are missing from its state chain at seq 3 to [46]"),
+    ],
+    ids=["snapshot", "one-delta", "deltas"],
+)
+def test_a_state_chain_with_a_row_deleted_is_a_corrupt_record_naming_the_seqs(
+    store_and_url, deleted, error
+):
+    """A deleted delta row once replayed into a state without its append, handed back by
+    every read path as if whole; a deleted snapshot was refused naming neither run nor seq."""
+    store, url = store_and_url
+    store.create_run(RunRecord("gap", "c", "chain"))
+    log: list[str] = []
+    for i in range(8):
+        log = [*log, f"message {i}"]
+        store.put(Checkpoint("gap", f"n{i}", "node", "completed", {"log": log}))
+    assert _raw_sql(store, "SELECT count(*) FROM {t} WHERE state_kind = 'full'") == [(1,)]
+    _raw_sql(store, f"DELETE FROM {{t}} WHERE execution_id = 'gap' AND {deleted}")
+    fresh = tether.connect(url)  # no writer head: every read goes to the rows
+    try:
+        reads = [
+            lambda: fresh.list("gap"),
+            lambda: fresh.get_last("gap"),
+            lambda: tether.latest_resumable(fresh, "gap"),
+        ]
+        for read in reads:
+            with pytest.raises(CorruptRecordError, match=error):
+                read()
+    finally:
+        fresh.close()

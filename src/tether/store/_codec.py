@@ -43,6 +43,7 @@ __all__ = [
     "HeadCache",
     "apply_row_of",
     "check_compress_min_bytes",
+    "check_state_chain",
     "checkpoint_from_row",
     "checkpoint_params",
     "checkpoints_from_rows",
@@ -165,10 +166,16 @@ def checkpoints_from_rows(
     out: list[Checkpoint] = []
     raw: dict[str, Any] = {}
     prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
+    last = None
     for row in rows:
-        raw = apply_row_of(
-            row[CP.execution_id], row[CP.seq], raw, row[CP.state_kind], row[CP.state]
-        )
+        eid, seq, kind = row[CP.execution_id], row[CP.seq], row[CP.state_kind]
+        if kind != "full":
+            if last is None:
+                raise _no_snapshot(eid, row[CP.base_seq], seq)
+            if seq != last + 1:
+                raise _rows_missing(eid, last + 1, seq - 1)
+        last = seq
+        raw = apply_row_of(eid, seq, raw, kind, row[CP.state])
         path = row[CP.agent_path]
         if prefix is not None and not (
             path == prefix or (path is not None and path.startswith(prefix + "/"))
@@ -191,6 +198,46 @@ def state_chain_bounds(rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
     state_kind, state)`` only: for a long run it is most of its rows, and the other columns
     would cost more to fetch than the states."""
     return min(r[CP.base_seq] for r in rows), max(r[CP.seq] for r in rows)
+
+
+def check_state_chain(eid: str, chain: Sequence[Sequence[Any]], low: int, high: int) -> None:
+    """Refuse a state chain (``(seq, state_kind, payload)`` in seq order) that is not every
+    row from the full snapshot at seq ``low`` to seq ``high``: replaying past a deleted or a
+    foreign row would hand back a wrong state without a word.
+
+    Raises:
+        CorruptRecordError: naming the run and the seqs missing (or the row that is not the
+            full snapshot its successors replay from).
+    """
+    if not chain or chain[0][CHAIN.seq] != low:
+        raise _no_snapshot(eid, low, high)
+    if chain[0][CHAIN.state_kind] != "full":
+        raise CorruptRecordError(
+            f"run {eid!r}, seq {low}: the rows after it replay from it as a full snapshot, "
+            f"but it is stored as {chain[0][CHAIN.state_kind]!r}",
+            execution_id=eid,
+        )
+    if len(chain) != high - low + 1:
+        have = {r[CHAIN.seq] for r in chain}
+        missing = [s for s in range(low, high + 1) if s not in have]
+        raise _rows_missing(eid, missing[0], missing[-1], len(missing))
+
+
+def _no_snapshot(eid: str, base_seq: int, seq: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"run {eid!r}: the full snapshot at seq {base_seq} that its rows up to seq {seq} "
+        "replay from is missing",
+        execution_id=eid,
+    )
+
+
+def _rows_missing(eid: str, first: int, last: int, count: int | None = None) -> CorruptRecordError:
+    span = f"seq {first}" if first == last else f"seq {first} to {last}"
+    if count is not None and count != last - first + 1:
+        span += f" ({count} rows)"
+    return CorruptRecordError(
+        f"run {eid!r}: rows are missing from its state chain at {span}", execution_id=eid
+    )
 
 
 def resume_point(
@@ -216,10 +263,7 @@ def resume_point(
     newest = max(rows, key=lambda r: r[seq])
     target = max((r for r in rows if r[step_type] != "run_end"), key=lambda r: r[seq], default=None)
     eid = newest[CP.execution_id]
-    if not chain or chain[0][CHAIN.state_kind] != "full":
-        raise CorruptRecordError("state chain does not start at a full snapshot")
-    if chain[-1][chain_seq] != newest[seq]:
-        raise CorruptRecordError(f"state chain of run {eid!r} has a gap")
+    check_state_chain(eid, chain, *state_chain_bounds(rows))
     at_target: dict[str, Any] | None = None
     if target is None:
         raw = replay_in_place(eid, {}, chain)

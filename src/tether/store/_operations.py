@@ -126,7 +126,9 @@ class StoreOperations:
         if row[CP.state_kind] == "full":
             return _codec.apply_row_of(eid, seq, {}, "full", row[CP.state])
         bounds = {"execution_id": eid, "low": row[CP.base_seq], "high": seq}
-        return _codec.replay_state((yield self._sql.SELECT_STATE_CHAIN, bounds).rows, eid)
+        chain = (yield self._sql.SELECT_STATE_CHAIN, bounds).rows
+        _codec.check_state_chain(eid, chain, bounds["low"], seq)
+        return _codec.replay_state(chain, eid)
 
     def _with_state_plan(self, row: tuple[Any, ...]) -> Plan[Checkpoint]:
         raw = yield from self._raw_state_plan(row)
