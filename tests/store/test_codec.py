@@ -244,22 +244,22 @@ def test_a_user_value_shaped_like_a_reference_reads_back_as_data():
     assert _node_input.load_node_input(stored, state, row) == node_input
 
 
-def _raw_sql(store, sql: str, params: tuple = ()) -> list[tuple]:
-    """Run ``sql`` on the store's own database (``{t}`` = its checkpoints table)."""
+def _raw_sql(store, sql: str, params: tuple = (), table: str = "checkpoints") -> list[tuple]:
+    """Run ``sql`` on the store's own database (``{t}`` = its ``table``)."""
     if hasattr(store, "schema"):  # Postgres
         import psycopg
 
         from tests.conftest import PG_DSN
 
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            cur = conn.execute(sql.format(t=f'"{store.schema}".checkpoints'), params)
+            cur = conn.execute(sql.format(t=f'"{store.schema}".{table}'), params)
             return cur.fetchall() if cur.description else []
     import sqlite3
 
     lite = sqlite3.connect(store.path)
     try:
         with lite:
-            return lite.execute(sql.format(t="checkpoints").replace("%s", "?"), params).fetchall()
+            return lite.execute(sql.format(t=table).replace("%s", "?"), params).fetchall()
     finally:
         lite.close()
 
@@ -785,3 +785,19 @@ def test_a_state_chain_with_a_row_deleted_is_a_corrupt_record_naming_the_seqs(
                 read()
     finally:
         fresh.close()
+
+
+def test_a_damaged_idempotent_result_is_a_corrupt_record_naming_the_run_and_the_key(store):
+    store.create_run(RunRecord("cached", "c", "chain"))
+    store.put_idempotent("cached", "key-1", {"charged": 900})
+    _raw_sql(
+        store, "UPDATE {t} SET value = %s WHERE key = 'key-1'", (b"\xff{",), "idempotency_cache"
+    )
+    error = "run 'cached': the stored result of @idempotent key 'key-1' is damaged: stored data"
+    for read in (
+        lambda: store.get_idempotent("cached", "key-1"),
+        lambda: store.list_idempotent("cached"),
+        lambda: store.put_idempotent("cached", "key-1", {"charged": 900}),  # finds the old row
+    ):
+        with pytest.raises(CorruptRecordError, match=error):
+            read()

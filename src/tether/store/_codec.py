@@ -54,6 +54,7 @@ __all__ = [
     "dump_json",
     "empty_head",
     "head_from_raw",
+    "load_cached",
     "load_json",
     "optional_text",
     "pending_from_row",
@@ -221,6 +222,22 @@ def check_state_chain(eid: str, chain: Sequence[Sequence[Any]], low: int, high: 
         have = {r[CHAIN.seq] for r in chain}
         missing = [s for s in range(low, high + 1) if s not in have]
         raise _rows_missing(eid, missing[0], missing[-1], len(missing))
+
+
+def load_cached(execution_id: str, key: str, data: Any) -> Any:
+    """A stored ``@idempotent`` result (a JSON column value), decoded.
+
+    Raises:
+        CorruptRecordError: naming the run and the key, when the stored value cannot be read.
+    """
+    try:
+        return load_json(data)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {execution_id!r}: the stored result of @idempotent key {key!r} is damaged: "
+            f"{exc.message}",
+            execution_id=execution_id,
+        ) from exc
 
 
 def _no_snapshot(eid: str, base_seq: int, seq: int) -> CorruptRecordError:

@@ -385,18 +385,20 @@ class StoreOperations:
     def _get_idempotent_plan(self, execution_id: str, key: str) -> Plan[tuple[bool, Any]]:
         params = {"execution_id": execution_id, "key": key}
         row = yield from self._one(self._sql.SELECT_IDEMPOTENT, params)
-        return (False, None) if row is None else (True, _codec.load_json(row[0]))
+        return (
+            (False, None) if row is None else (True, _codec.load_cached(execution_id, key, row[0]))
+        )
 
     def _put_idempotent_plan(self, execution_id: str, key: str, value: Any) -> Plan[Any]:
         params = {"execution_id": execution_id, "key": key}
         yield self._sql.INSERT_IDEMPOTENT, {**params, "value": _codec.dump_json(value, "result")}
         # A second statement sees a row another writer committed first (READ COMMITTED).
         row = yield from self._one(self._sql.SELECT_IDEMPOTENT, params)
-        return None if row is None else _codec.load_json(row[0])
+        return None if row is None else _codec.load_cached(execution_id, key, row[0])
 
     def _list_idempotent_plan(self, execution_id: str) -> Plan[dict[str, Any]]:
         rows = yield from self._all(self._sql.SELECT_IDEMPOTENT_ALL, {"execution_id": execution_id})
-        return {k: _codec.load_json(v) for k, v in rows}
+        return {k: _codec.load_cached(execution_id, k, v) for k, v in rows}
 
     # --- maintenance ----------------------------------------------------------------------
     def _prune_plan(self, cutoff: float, dry_run: bool) -> Plan[PruneResult]:
