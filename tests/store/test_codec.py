@@ -15,7 +15,7 @@ import tether
 from tests.support.results import last_row
 from tether import Checkpoint, serde
 from tether.errors import CorruptRecordError
-from tether.store import _compression, _delta, _heads, _node_input
+from tether.store import _compression, _delta, _heads, _node_input, _replay
 from tether.store.base import RunRecord
 
 
@@ -45,14 +45,14 @@ def test_append_is_found_by_bytes_and_replayed():
     keys2 = _keys({"log": ["a", "b"], "n": 1})
     kind2, payload2, _head2 = _delta.encode_state(head, keys2)
     assert kind2 == "delta" and payload2 == b'{"a":{"log":["b"]}}'
-    raw = _delta.replay_state([(1, kind, payload), (2, kind2, payload2)])
+    raw = _replay.replay_state([(1, kind, payload), (2, kind2, payload2)])
     assert raw == {"log": ["a", "b"], "n": 1}
 
 
 def test_deleted_and_replaced_keys():
     _, p1, h1 = _delta.encode_state(None, _keys({"a": [1, 2], "b": 1}))
     _, p2, _ = _delta.encode_state(h1, _keys({"a": [2]}))
-    assert _delta.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
+    assert _replay.replay_state([(1, "full", p1), (2, "delta", p2)]) == {"a": [2]}
 
 
 def test_encode_next_appends_only_the_new_tail_of_a_grown_list():
@@ -65,7 +65,7 @@ def test_encode_next_appends_only_the_new_tail_of_a_grown_list():
     changed = ["z", "b"]
     _, payload3, _h3 = _delta.encode_next(h2, {"log": changed, "n": 1})
     assert payload3 == b'{"s":{"log":["z","b"]}}'
-    raw = _delta.replay_state(
+    raw = _replay.replay_state(
         [
             (1, "full", b'{"log":["aaaaaaaaaa"],"n":1}'),
             (2, "delta", payload),
@@ -173,10 +173,10 @@ def test_frozen_dicts_take_the_identity_shortcut_and_read_back_as_dicts():
     _, _, h1 = _delta.encode_next(None, {"messages": [m1]})
     kind, payload, _ = _delta.encode_next(h1, {"messages": [m1, m2]})
     assert payload == b'{"a":{"messages":[{"role":"assistant","content":"yo"}]}}'
-    raw = _delta.replay_state(
+    raw = _replay.replay_state(
         [(1, "full", b'{"messages":[{"role":"user","content":"hi"}]}'), (2, kind, payload)]
     )
-    state = _delta.decode_state(raw)
+    state = _replay.decode_state(raw)
     assert state == {"messages": [dict(m1), dict(m2)]}
     assert type(state["messages"][0]) is dict
 
@@ -207,7 +207,7 @@ def test_node_input_value_held_by_the_state_is_stored_once_as_a_reference():
         "__tether__": "ref",
         "v": ["messages", 2, "tool_calls", 0, "arguments"],
     }
-    decoded = _delta.decode_state(orjson.loads(_delta.encode_next(None, state)[1]))
+    decoded = _replay.decode_state(orjson.loads(_delta.encode_next(None, state)[1]))
     back = _node_input.load_node_input(stored, decoded, ("cp-1", "run-1", 3, "turn:1/tool:note"))
     assert back == node_input
     # the value read back is the reader's own: changing it leaves the state as stored
@@ -335,7 +335,7 @@ def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_t
     payload = orjson.dumps({"notes": _PROSE * 8})
     packed = _compression.compress_state(payload, 512)
     assert packed[:1] == _compression.ZSTD_MARK and len(packed) * 2 < len(payload)
-    assert _delta.apply_row({}, "full", packed) == orjson.loads(payload)
+    assert _replay.apply_row({}, "full", packed) == orjson.loads(payload)
     short = payload[:511]
     assert _compression.compress_state(short, 512) is short  # under the threshold
     assert _compression.compress_state(payload, None) is payload  # compression off
@@ -346,7 +346,7 @@ def test_a_state_payload_is_compressed_from_the_threshold_on_when_that_saves_a_t
 def test_a_delta_payload_is_compressed_only_from_16_kb_and_applies_like_the_plain_one():
     keys = _keys({"log": [_PROSE * 3]})
     _, full, head = _delta.encode_state(None, keys)
-    start = _delta.apply_row({}, "full", full)
+    start = _replay.apply_row({}, "full", full)
     for size, compressed in ((5, False), (110, True)):  # ~0.8 KB and ~17 KB of messages
         grown = _keys({"log": [_PROSE * 3, _PROSE * size]})
         kind, delta, _ = _delta.encode_state(head, grown)
@@ -355,7 +355,7 @@ def test_a_delta_payload_is_compressed_only_from_16_kb_and_applies_like_the_plai
         packed = _compression.compress_state(delta, 512, delta=True)
         assert (packed[:1] == _compression.ZSTD_MARK) is compressed
         assert _compression.compress_state(delta, 512)[:1] == _compression.ZSTD_MARK  # as full
-        assert _delta.apply_row(start, "delta", packed) == _delta.apply_row(start, "delta", delta)
+        assert _replay.apply_row(start, "delta", packed) == _replay.apply_row(start, "delta", delta)
 
 
 _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}')
@@ -373,13 +373,13 @@ _ZSTD_FRAME = zstandard.ZstdCompressor().compress(b'{"k": "' + b"v" * 600 + b'"}
 )
 def test_a_payload_that_claims_zstandard_and_is_not_is_a_corrupt_record(payload):
     with pytest.raises(CorruptRecordError, match="Zstandard"):
-        _delta.apply_row({}, "full", payload)
+        _replay.apply_row({}, "full", payload)
 
 
 def test_compressed_json_that_is_not_an_object_is_a_corrupt_record():
     frame = zstandard.ZstdCompressor().compress(b"[" + b"1, 2, 3, " * 100 + b"4]")
     with pytest.raises(CorruptRecordError, match="not a JSON object"):
-        _delta.apply_row({}, "full", frame)
+        _replay.apply_row({}, "full", frame)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "512"])
@@ -510,8 +510,60 @@ def test_replaying_appends_in_place_matches_applying_each_row():
     )
     one_by_one: dict = {}
     for _, kind, payload in rows:
-        one_by_one = _delta.apply_row(one_by_one, kind, payload)
-    assert _delta.replay_state(rows, "run") == one_by_one == {"log": ["a", "b", "c" * 900, "d"]}
+        one_by_one = _replay.apply_row(one_by_one, kind, payload)
+    assert _replay.replay_state(rows, "run") == one_by_one == {"log": ["a", "b", "c" * 900, "d"]}
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        b'{"a":{"log":["x"],"n":["y"]}}',  # a second key after the first array
+        b'{"a":{"log":["x"]},"s":{"k":[1]}}',  # another part after the appends
+        b'{"a":{"log":[1],"log":[2]}}',  # a repeated key: the last one counts
+        b'{"a":{"log":[]}}',
+        b'{"a":{"log":["]}}"]}}',  # the closing bytes inside a string
+        b'{"a":{"lo":["x"]},"a":{"log":["y"]}}',
+        b'{"a":{"log":[1, 2]}}',
+        b'{"s":{"log":["z"]},"a":{"log":["y"]}}',
+        b"{}",
+    ],
+)
+def test_a_replayed_row_means_what_its_json_says_whatever_its_bytes_look_like(delta):
+    """The replay tells a row that only appends to one list by its bytes: rows that look
+    alike but are not one, or say more, are applied as their JSON reads."""
+    rows = [(1, "full", b'{"log":["a"],"lo":[],"n":[0]}'), (2, "delta", b'{"a":{"log":["b"]}}')]
+    rows += [(3, "delta", delta), (4, "delta", b'{"a":{"log":["c"]}}')]
+    one_by_one: dict = {}
+    for _, kind, payload in rows:
+        one_by_one = _replay.apply_row(one_by_one, kind, payload)
+    tracks: _replay.Tracks = {}
+    raw = _replay.replay_in_place("run", {}, rows, tracks)
+    assert raw == one_by_one
+    head = _replay.head_from_raw(4, 1, raw, 3, tracks)
+    assert {k: orjson.loads(_delta._as_bytes(v)) for k, v in head.keys.items()} == raw
+
+
+def test_a_resumed_history_is_not_encoded_again_and_its_next_row_appends_one_item():
+    """The head after a replay holds the grown list as the arrays stored (joined only for a
+    full snapshot), also across the copy a resume replays the newest rows on."""
+    rows = [(1, "full", b'{"log":["m0"],"n":1}')]
+    rows += [(i, "delta", b'{"a":{"log":["m%d%s"]}}' % (i, b"-" * 99)) for i in range(2, 40)]
+    rows += [(40, "delta", b"{}")]
+    tracks: _replay.Tracks = {}
+    at_target = _replay.replay_in_place("run", {}, rows[:-1], tracks)
+    raw = _replay.replay_in_place("run", _replay.copy_raw(at_target, tracks), rows[-1:], tracks)
+    head = _replay.head_from_raw(40, 1, raw, 39, tracks)
+    grown = head.keys["log"]
+    assert isinstance(grown, _delta.Chunks) and grown.join() == orjson.dumps(raw["log"])
+    state = _replay.decode_state(raw)
+    kind, payload, _ = _delta.encode_next(head, {**state, "log": [*state["log"], "new"]})
+    assert (kind, payload) == ("delta", b'{"a":{"log":["new"]}}')
+    # A list replaced by another row is encoded from what the state holds
+    rows += [(41, "delta", b'{"s":{"log":["z"]}}'), (42, "delta", b'{"a":{"log":["y"]}}')]
+    tracks = {}
+    raw = _replay.replay_in_place("run", {}, rows, tracks)
+    head = _replay.head_from_raw(42, 1, raw, 41, tracks)
+    assert _delta._as_bytes(head.keys["log"]) == b'["z","y"]'
 
 
 @pytest.mark.parametrize(
@@ -525,7 +577,7 @@ def test_replaying_appends_in_place_matches_applying_each_row():
 )
 def test_a_delta_that_does_not_fit_its_state_is_a_corrupt_record_naming_the_row(delta, error):
     with pytest.raises(CorruptRecordError, match=error) as caught:
-        _delta.replay_state(_chain_rows(b'{"a":{"log":["b"]}}', delta), "run-x")
+        _replay.replay_state(_chain_rows(b'{"a":{"log":["b"]}}', delta), "run-x")
     assert "run 'run-x', seq 3" in caught.value.message
 
 

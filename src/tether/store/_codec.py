@@ -1,9 +1,9 @@
 """Row <-> record mapping shared by the SQL backends.
 
 How a row's state is stored lives beside this module: :mod:`._delta` (full snapshots and
-deltas), :mod:`._compression` (Zstandard frames), :mod:`._node_input` (``node_input`` values
-stored once, in the state) and :mod:`._heads` (the writer's head of each run). The names the
-backends use from them are re-exported here.
+deltas), :mod:`._replay` (reading them back), :mod:`._compression` (Zstandard frames),
+:mod:`._node_input` (``node_input`` values stored once, in the state) and :mod:`._heads` (the
+writer's head of each run). The names the backends use from them are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,20 +17,19 @@ from .. import serde
 from ..checkpoint import Checkpoint, new_id
 from ..errors import ConfigurationError, CorruptRecordError
 from ._compression import COMPRESS_MIN_BYTES, check_compress_min_bytes, compress_state
-from ._delta import (
-    Head,
+from ._delta import Head, empty_head, encode_next
+from ._heads import HeadCache
+from ._node_input import dump_node_input, load_node_input
+from ._records import PENDING, RUNS, load_json, optional_text, shown_text, ts_to_dt
+from ._replay import (
+    Tracks,
     apply_row_of,
     copy_raw,
     decode_state,
-    empty_head,
-    encode_next,
     head_from_raw,
     replay_in_place,
     replay_state,
 )
-from ._heads import HeadCache
-from ._node_input import dump_node_input, load_node_input
-from ._records import PENDING, RUNS, load_json, optional_text, shown_text, ts_to_dt
 from ._rows import CHAIN, CHECKPOINT_COLUMNS, CP
 
 __all__ = [
@@ -282,18 +281,19 @@ def resume_point(
     eid = newest[CP.execution_id]
     check_state_chain(eid, chain, *state_chain_bounds(rows))
     at_target: dict[str, Any] | None = None
+    tracks: Tracks = {}
     if target is None:
-        raw = replay_in_place(eid, {}, chain)
+        raw = replay_in_place(eid, {}, chain, tracks)
     else:
         # The chain's rows up to the target's.
         cut = bisect.bisect_right(chain, target[seq], key=lambda r: r[chain_seq])
         if cut == 0 or chain[cut - 1][chain_seq] != target[seq]:
             raise CorruptRecordError(f"state chain of run {eid!r} has a gap")
-        at_target = raw = replay_in_place(eid, {}, chain[:cut])
+        at_target = raw = replay_in_place(eid, {}, chain[:cut], tracks)
         if cut < len(chain):  # the target is not the newest row: replay on from a copy
-            raw = replay_in_place(eid, copy_raw(at_target), chain[cut:])
+            raw = replay_in_place(eid, copy_raw(at_target, tracks), chain[cut:], tracks)
     base_seq = newest[CP.base_seq]
-    head = head_from_raw(newest[seq], base_seq, raw, newest[seq] - base_seq)
+    head = head_from_raw(newest[seq], base_seq, raw, newest[seq] - base_seq, tracks)
     ended = newest[CP.status] if newest[step_type] == "run_end" else None
     if target is None or at_target is None:
         return None, ended, head

@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol, Required, TypedDict, Unpack, runtime_ch
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
-from . import _codec, _delta
+from . import _codec, _delta, _replay
 from ._leases import Fences
 from .base import PendingInterrupt
 
@@ -117,7 +117,7 @@ def cancel_checkpoint(
     that never committed a step) and who, when, why in ``node_output``."""
     state: dict[str, Any] = {}
     if head is not None:
-        state = _delta.decode_state({k: _codec.load_json(_bytes(v)) for k, v in head.keys.items()})
+        state = _replay.decode_state({k: _codec.load_json(_bytes(v)) for k, v in head.keys.items()})
     return Checkpoint(
         execution_id=execution_id,
         node_id="run_end",

@@ -25,15 +25,13 @@ the full snapshot its replay starts from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
 from .. import serde
-from ..errors import CorruptRecordError, SerializationError
-from ._compression import ZSTD_MARK, decompress_state
+from ..errors import SerializationError
 
 MIN_ROWS_BETWEEN_FULL: Final = 16
 
@@ -55,7 +53,7 @@ class Chunks:
     def __init__(self, parts: list[bytes]) -> None:
         self.parts = parts
         self.count = len(parts)
-        self.nbytes = sum(len(p) for p in parts)
+        self.nbytes = sum(map(len, parts))
 
     def grow(self, items: bytes) -> Chunks:
         """A new value with ``items`` (a JSON array) appended; ``self`` is left as it was."""
@@ -199,9 +197,14 @@ _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**63 - 1
 
 
+_ITEM_TYPES: Final = _SCALAR_TYPES | {serde.FrozenDict}
+
+
 def _scalars_only(items: list[Any]) -> bool:
     """True when every item is a str, ``None`` or a :class:`~tether.serde.FrozenDict` (so an
     equal item encodes to the same bytes)."""
+    if len(items) > 16:  # a resumed history: its items' types gathered in C, not one by one
+        return set(map(type, items)) <= _ITEM_TYPES
     for x in items:
         t = type(x)
         if t in _SCALAR_TYPES or t is serde.FrozenDict:
@@ -357,143 +360,7 @@ def _full_size(keys: dict[str, Encoded]) -> int:
     return sum(_nbytes(b) for b in keys.values()) + 4 * len(keys)
 
 
-def replay_state(
-    rows: list[tuple[int, str, bytes]], execution_id: str | None = None
-) -> dict[str, Any]:
-    """Rebuild the raw JSON state (envelopes still closed) from a full row and its deltas.
-
-    Args:
-        rows: ``(seq, state_kind, payload)`` in seq order, the first being ``full``.
-        execution_id: the run, named in errors.
-
-    Raises:
-        CorruptRecordError: the chain of rows is broken or a payload is not JSON (naming the
-            run and the row's seq).
-    """
-    if not rows or rows[0][1] != "full":
-        raise CorruptRecordError(
-            "state chain does not start at a full snapshot", execution_id=execution_id
-        )
-    return replay_in_place(execution_id, {}, rows)
-
-
-def replay_in_place(
-    execution_id: str | None, cur: dict[str, Any], rows: Iterable[Sequence[Any]]
-) -> dict[str, Any]:
-    """Apply ``rows`` (``(seq, state_kind, payload)`` in seq order) to the raw state ``cur``
-    in place, as :func:`apply_row_of` with ``in_place`` does, and return the result.
-
-    A resume replays every delta since the last full snapshot (10,000 rows after 10,000
-    appended messages), so the common row, a plain JSON delta that only appends to lists,
-    is applied here without a call per row; any other row goes through :func:`apply_row_of`.
-
-    Raises:
-        CorruptRecordError: as :func:`apply_row_of`, naming the run and the row's seq.
-    """
-    loads = orjson.loads
-    for seq, kind, payload in rows:
-        if kind == "delta" and payload[:1] == b"{":
-            try:
-                data = loads(payload)
-            except orjson.JSONDecodeError:
-                data = None
-            appends = data.get("a") if type(data) is dict and len(data) == 1 else None
-            if type(appends) is dict:
-                for k, items in appends.items():
-                    if type(items) is not list or type(cur.get(k)) is not list:
-                        break
-                else:
-                    for k, items in appends.items():
-                        cur[k].extend(items)
-                    continue
-        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
-    return cur
-
-
-def apply_row_of(
-    execution_id: str | None,
-    seq: int,
-    cur: dict[str, Any],
-    kind: str,
-    payload: bytes,
-    *,
-    in_place: bool = False,
-) -> dict[str, Any]:
-    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
-    try:
-        return apply_row(cur, kind, payload, in_place=in_place)
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
-        ) from exc
-
-
-def apply_row(
-    cur: dict[str, Any], kind: str, payload: bytes, *, in_place: bool = False
-) -> dict[str, Any]:
-    """Apply one stored row to a raw state. Returns a new dict and never mutates ``cur`` nor
-    its lists, unless ``in_place``: then ``cur`` itself is updated and its lists extended (for
-    a caller that owns them: a replay whose every value came from earlier rows), so replaying
-    a growing history costs its bytes, not a copy per row.
-
-    Raises:
-        CorruptRecordError: the payload is neither JSON nor a Zstandard frame of JSON, or does
-            not fit the state it applies to.
-    """
-    if payload[:1] == ZSTD_MARK:
-        payload = decompress_state(payload)
-    try:
-        data = orjson.loads(payload)
-    except orjson.JSONDecodeError as exc:
-        raise CorruptRecordError(f"stored state is not valid JSON: {exc}") from exc
-    if type(data) is not dict:
-        raise CorruptRecordError("stored state is not a JSON object")
-    if kind == "full":
-        return data
-    if kind != "delta":
-        raise CorruptRecordError(f"unknown state kind {kind!r}")
-    out = cur if in_place else dict(cur)
-    if "s" in data:
-        out.update(data["s"])
-    for k in data.get("d", ()):
-        out.pop(k, None)
-    for k, items in data.get("a", {}).items():
-        base = out.get(k)
-        if type(base) is not list:
-            raise CorruptRecordError(f"append to state key {k!r}, which is not a list")
-        if type(items) is not list:
-            raise CorruptRecordError(f"append to state key {k!r} of {type(items).__name__}")
-        if in_place:
-            base.extend(items)
-        else:
-            out[k] = base + items
-    return out
-
-
-def copy_raw(raw: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a replayed raw state that replaying further rows in place leaves as it is
-    (in place, only top-level lists are extended)."""
-    return {k: v[:] if type(v) is list else v for k, v in raw.items()}
-
-
-def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
-    """Open the envelopes of a raw state."""
-    return {k: serde.from_jsonable(v) for k, v in raw.items()}
-
-
 def empty_head() -> Head:
     """The head of a run known to have no rows yet (its run row was just created): the first
     put writes a full row at seq 1 without reading the run's newest row first."""
     return Head(0, 0, {}, 0, 0)
-
-
-def head_from_raw(seq: int, base_seq: int, raw: dict[str, Any], rows_since_full: int) -> Head:
-    """A writer head for a state read back from the store. Its lists of scalars are marked
-    (:class:`ListMark`): the state handed back holds the very same items (the envelopes of
-    scalars are never opened into new objects), so the next row of a resumed run that only
-    appended costs its new items too."""
-    keys: dict[str, Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
-    sources = {k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)}
-    # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
-    # no later than the policy would have written it.
-    return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)

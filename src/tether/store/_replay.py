@@ -1,0 +1,272 @@
+"""Replaying stored state: a run's raw JSON state rebuilt from a full snapshot and the deltas
+after it (the row formats are in :mod:`._delta`), and the writer head that follows it.
+
+A resume replays every delta since the last full snapshot, which for a history that only
+grows is one row per step since the run began (10,000 rows after 10,000 appended messages), so
+a row costs here about what the plain database pays to read the same message back:
+
+- the common row, a plain delta that appends to one list and does nothing else
+  (``{"a":{"<key>":[...]}}``), is told by its bytes and only its array is parsed: no dict per
+  row, no call per row (any other row is applied by :func:`apply_row_of`);
+- each such array is kept as the bytes it was read as, so the head's encoding of the grown list
+  is those parts (:class:`~._delta.Chunks`), not the whole history encoded again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final
+
+import orjson
+
+from .. import serde
+from ..errors import CorruptRecordError
+from ._compression import ZSTD_MARK, decompress_state
+from ._delta import ROW_COST_BYTES, Chunks, Encoded, Head, ListMark, _scalars_only
+
+_APPEND_OPEN: Final = b'{"a":{'  # how a delta that only appends starts (``_delta._dump_obj``)
+_APPEND_CLOSE: Final = b"]}}"  # and ends, when it appends to one key
+
+
+class Track:
+    """How a list of a replayed state grew from ``start`` items: by the JSON arrays ``parts``,
+    as stored, one a row, which left it ``length`` long. Valid while the state still holds
+    ``items`` at that length: any other row that changes the list replaces it or changes its
+    length (a replay in place only extends lists), and then the list is encoded whole."""
+
+    __slots__ = ("items", "length", "parts", "start")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.start = self.length = len(items)
+        self.parts: list[bytes] = []
+
+    def encoding_of(self, value: Any) -> Chunks | None:
+        """``value`` encoded from the parts, if it is still the list they describe."""
+        if value is not self.items or len(value) != self.length:
+            return None
+        head = orjson.dumps(value[: self.start]) if self.start else b"[]"
+        return Chunks([head, *self.parts])
+
+
+Tracks = dict[str, Track]
+"""Per list key of a replayed state, how it grew (see :class:`Track`)."""
+
+
+def replay_state(
+    rows: list[tuple[int, str, bytes]], execution_id: str | None = None
+) -> dict[str, Any]:
+    """Rebuild the raw JSON state (envelopes still closed) from a full row and its deltas.
+
+    Args:
+        rows: ``(seq, state_kind, payload)`` in seq order, the first being ``full``.
+        execution_id: the run, named in errors.
+
+    Raises:
+        CorruptRecordError: the chain of rows is broken or a payload is not JSON (naming the
+            run and the row's seq).
+    """
+    if not rows or rows[0][1] != "full":
+        raise CorruptRecordError(
+            "state chain does not start at a full snapshot", execution_id=execution_id
+        )
+    return replay_in_place(execution_id, {}, rows)
+
+
+def replay_in_place(
+    execution_id: str | None,
+    cur: dict[str, Any],
+    rows: Iterable[Sequence[Any]],
+    tracks: Tracks | None = None,
+) -> dict[str, Any]:
+    """Apply ``rows`` (``(seq, state_kind, payload)`` in seq order) to the raw state ``cur``
+    in place, as :func:`apply_row_of` with ``in_place`` does, and return the result.
+
+    Args:
+        execution_id: the run, named in errors.
+        cur: the raw state before the rows (``{}`` when the first row is a full snapshot).
+        rows: the rows to apply.
+        tracks: when given, updated with how the rows appended to lists, for
+            :func:`head_from_raw` (pass the same dict to a replay that continues this one).
+
+    Raises:
+        CorruptRecordError: as :func:`apply_row_of`, naming the run and the row's seq.
+    """
+    loads = orjson.loads
+    # The list the previous row appended to: its key, the opening of its row, the list, and
+    # how it grew (its length brought up to date when the run of such rows ends).
+    key: str | None = None
+    opening = b""
+    start = 0
+    into: list[Any] = []
+    track: Track | None = None
+    keep: Callable[[bytes], None] = _ignore
+    for seq, kind, payload in rows:
+        if kind == "delta":
+            if payload.endswith(_APPEND_CLOSE):
+                if key is None or not payload.startswith(opening):
+                    if track is not None:
+                        track.length = len(into)
+                    key, opening = _appended_key(cur, payload)
+                    start = len(opening)
+                    if key is not None:
+                        into = cur[key]
+                        track = None if tracks is None else _track(tracks, key, into)
+                        keep = _ignore if track is None else track.parts.append
+                # Parsed alone, so that a middle that is not one JSON array (another key
+                # follows, say) goes the long way: the row is exactly ``{"a": {key: part}}``.
+                if key is not None and payload[start] == 91:  # "["
+                    part = payload[start:-2]
+                    try:
+                        items = loads(part)
+                    except orjson.JSONDecodeError:
+                        items = None
+                    if type(items) is list:
+                        keep(part)
+                        into.extend(items)
+                        continue
+            elif payload == b"{}":  # a row that changed nothing (a run's end, an interrupt)
+                continue
+        if track is not None:
+            track.length = len(into)
+            track = None
+        key = None
+        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
+    if track is not None:
+        track.length = len(into)
+    return cur
+
+
+def _ignore(part: bytes) -> None:
+    pass
+
+
+def _track(tracks: Tracks, key: str, into: list[Any]) -> Track:
+    """The track of ``into``, the list at ``key``, continued if it still describes it."""
+    track = tracks.get(key)
+    if track is None or track.items is not into or track.length != len(into):
+        tracks[key] = track = Track(into)
+    return track
+
+
+def _appended_key(cur: dict[str, Any], payload: bytes) -> tuple[str | None, bytes]:
+    """The list key of ``cur`` whose one-key append row ``payload`` may be (by its opening
+    bytes only), with that opening; ``(None, b"")`` when none."""
+    if payload.startswith(_APPEND_OPEN):
+        for k, v in cur.items():
+            if type(v) is list:
+                opening = _APPEND_OPEN + orjson.dumps(k) + b":"
+                if payload.startswith(opening):
+                    return k, opening
+    return None, b""
+
+
+def apply_row_of(
+    execution_id: str | None,
+    seq: int,
+    cur: dict[str, Any],
+    kind: str,
+    payload: bytes,
+    *,
+    in_place: bool = False,
+) -> dict[str, Any]:
+    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
+    try:
+        return apply_row(cur, kind, payload, in_place=in_place)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
+        ) from exc
+
+
+def apply_row(
+    cur: dict[str, Any], kind: str, payload: bytes, *, in_place: bool = False
+) -> dict[str, Any]:
+    """Apply one stored row to a raw state. Returns a new dict and never mutates ``cur`` nor
+    its lists, unless ``in_place``: then ``cur`` itself is updated and its lists extended (for
+    a caller that owns them: a replay whose every value came from earlier rows), so replaying
+    a growing history costs its bytes, not a copy per row.
+
+    Raises:
+        CorruptRecordError: the payload is neither JSON nor a Zstandard frame of JSON, or does
+            not fit the state it applies to.
+    """
+    if payload[:1] == ZSTD_MARK:
+        payload = decompress_state(payload)
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptRecordError(f"stored state is not valid JSON: {exc}") from exc
+    if type(data) is not dict:
+        raise CorruptRecordError("stored state is not a JSON object")
+    if kind == "full":
+        return data
+    if kind != "delta":
+        raise CorruptRecordError(f"unknown state kind {kind!r}")
+    out = cur if in_place else dict(cur)
+    if "s" in data:
+        out.update(data["s"])
+    for k in data.get("d", ()):
+        out.pop(k, None)
+    for k, items in data.get("a", {}).items():
+        base = out.get(k)
+        if type(base) is not list:
+            raise CorruptRecordError(f"append to state key {k!r}, which is not a list")
+        if type(items) is not list:
+            raise CorruptRecordError(f"append to state key {k!r} of {type(items).__name__}")
+        if in_place:
+            base.extend(items)
+        else:
+            out[k] = base + items
+    return out
+
+
+def copy_raw(raw: dict[str, Any], tracks: Tracks | None = None) -> dict[str, Any]:
+    """A copy of a replayed raw state that replaying further rows in place leaves as it is
+    (in place, only top-level lists are extended); ``tracks`` of ``raw``'s lists are moved to
+    the copies (which hold the same items)."""
+    copy = {k: v[:] if type(v) is list else v for k, v in raw.items()}
+    for k, track in (tracks or {}).items():
+        if raw.get(k) is track.items:
+            track.items = copy[k]
+    return copy
+
+
+def decode_state(raw: dict[str, Any]) -> dict[str, Any]:
+    """Open the envelopes of a raw state (a list holding no dict nor list has none: told in C,
+    without walking a long history item by item)."""
+    return {
+        k: v if type(v) is list and _flat(v) else serde.from_jsonable(v) for k, v in raw.items()
+    }
+
+
+def _flat(items: list[Any]) -> bool:
+    kinds = set(map(type, items))
+    return dict not in kinds and list not in kinds
+
+
+def head_from_raw(
+    seq: int,
+    base_seq: int,
+    raw: dict[str, Any],
+    rows_since_full: int,
+    tracks: Tracks | None = None,
+) -> Head:
+    """A writer head for a state read back from the store. Its lists of scalars are marked
+    (:class:`~._delta.ListMark`): the state handed back holds the very same items (the
+    envelopes of scalars are never opened into new objects), so the next row of a resumed run
+    that only appended costs its new items too.
+
+    Args:
+        tracks: from :func:`replay_in_place` of ``raw``: a list that grew by appends is not
+            encoded again (its stored arrays are joined only when a full snapshot needs them).
+    """
+    keys: dict[str, Encoded] = {}
+    for k, v in raw.items():
+        track = tracks.get(k) if tracks else None
+        grown = None if track is None else track.encoding_of(v)
+        keys[k] = orjson.dumps(v) if grown is None else grown
+    sources = {k: ListMark.of(v) for k, v in raw.items() if type(v) is list and _scalars_only(v)}
+    # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
+    # no later than the policy would have written it.
+    return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)
