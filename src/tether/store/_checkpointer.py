@@ -124,12 +124,16 @@ class PlanCheckpointer(Listings, StoreOperations):
         return checkpoint
 
     def _put(self, checkpoint: Checkpoint, options: _PutOptions) -> Plan[_codec.Head]:
+        run_status, claim = options.get("run_status"), options.get("release_claim_of")
+        force_full = options.get("force_full", False)
+        if run_status is None and claim is None and not force_full:
+            return self._insert_plan(checkpoint, final=True)  # the usual step: no sub-plan
         return self._put_plan(
             checkpoint,
-            options.get("run_status"),
+            run_status,
             options.get("error"),
-            options.get("release_claim_of"),
-            options.get("force_full", False),
+            claim,
+            force_full,
             options.get("release_lease_of"),
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Final
 
 from ._delta import Head
@@ -19,20 +20,22 @@ class HeadCache:
         self._size = size
         self._heads: dict[str, Head] = {}  # oldest stored first
         self._lock = threading.Lock()
-
-    def get(self, execution_id: str) -> Head | None:
-        # One dict lookup, without the lock (a step takes one get, atomic under the GIL).
-        return self._heads.get(execution_id)
+        # The dict's own get, without the lock (atomic under the GIL) or a Python frame: every
+        # step takes one.
+        self.get: Callable[[str], Head | None] = self._heads.get
 
     def set(self, execution_id: str, head: Head) -> None:
         """Remember ``head`` unless a newer one is known: a reader that loaded an older row
         must not move the head back under a writer that has since appended (a run's rows
         only grow, so the higher seq is always the truth)."""
         with self._lock:
-            known = self._heads.pop(execution_id, None)
+            heads = self._heads
+            known = heads.pop(execution_id, None)
             if known is not None and known.seq > head.seq:
                 head = known
-            self._store(execution_id, head)
+            heads[execution_id] = head  # at the end: the newest (a step's set, inlined)
+            if len(heads) > self._size:
+                del heads[next(iter(heads))]
 
     def drop(self, execution_id: str) -> None:
         with self._lock:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -123,6 +124,8 @@ class Fences:
     def __init__(self) -> None:
         self._owners: dict[str, str] = {}
         self._lock = threading.Lock()
+        # The dict's own get (atomic under the GIL, no Python frame): every step takes one.
+        self.get: Callable[[str], str | None] = self._owners.get
 
     def set(self, execution_id: str, owner: str, *, if_free: bool = False) -> bool:
         """Fence the run on ``owner``; with ``if_free``, only if no owner fences it yet.
@@ -132,9 +135,6 @@ class Fences:
                 return False
             self._owners[execution_id] = owner
             return True
-
-    def get(self, execution_id: str) -> str | None:
-        return self._owners.get(execution_id)
 
     def drop(self, execution_id: str, owner: str | None = None) -> None:
         """Forget the fence (only if ``owner`` still holds it, when given)."""

@@ -17,6 +17,7 @@ a leaseholder's insert is fenced (:func:`~._refusals.lease_lost`).
 from __future__ import annotations
 
 import builtins
+import datetime as _dt
 import time
 from typing import Any, Protocol, TypeVar
 
@@ -200,13 +201,12 @@ class StoreOperations:
             self._heads.drop(cp.execution_id)
             raise step_taken(cp) from exc
         if res.rows:
-            created = res.rows[0][0]
+            cp.created_at = _codec.ts_to_dt(res.rows[0][0])
         elif res.rowcount == 1:  # an insert that returns nothing (SQLite's)
-            created = now
+            cp.created_at = _dt.datetime.fromtimestamp(now, _dt.UTC)
         else:  # the fenced insert found the lease gone
             self._heads.drop(cp.execution_id)
             raise lease_lost(owner, cp)
-        cp.created_at = _codec.ts_to_dt(created)
         return new_head
 
     def _release_plan(self, execution_id: str, owner: str) -> Plan[None]:

@@ -84,7 +84,7 @@ def is_last(stmt: Statement) -> bool:
     return isinstance(stmt, _Last)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepInsert:
     """The usual step's checkpoint insert, the last statement of its plan: a driver writes it
     alone (:attr:`single`; SQLite binds :attr:`row` by position instead) or in one statement

@@ -186,7 +186,7 @@ class SQLiteDatabase:
             if not write:
                 with self.read() as conn:
                     return _drive(conn, plan, first)
-            if write is True and not (is_last(first) or isinstance(first, StepInsert)):
+            if write is True and not (isinstance(first, StepInsert) or is_last(first)):
                 with self.write() as conn:
                     return _drive(conn, plan, first)
             wal = self.wal  # statements each a transaction of its own, under the gate
@@ -272,7 +272,10 @@ def _bind(sql: str, params: Any) -> tuple[str, Any]:
 _BLOBS: Final = frozenset({"state", "node_input", "node_output", "iteration_counters"}) | {
     "interrupt_context"
 }
-_NONES: Final = (None,) * len(STEP_FIELDS)
+# The columns a step may leave NULL: the last eight (the ones before are NOT NULL, so a None
+# there is bound as one and refused by the table, as through _bind).
+_NULLABLE: Final = STEP_FIELDS.index("node_input")
+_NONES: Final = (None,) * (len(STEP_FIELDS) - _NULLABLE)
 _STEP_TEXTS: dict[tuple[str, tuple[bool, ...]], tuple[str, tuple[int, ...]]] = {}
 
 
@@ -281,13 +284,14 @@ def _step_row(step: StepInsert) -> tuple[str, builtins.list[Any]]:
     (``NULL`` in the statement for each ``None``, ``bytes`` as ``bytearray``) without a dict
     of named parameters, which :mod:`sqlite3` binds by looking each name up (about a quarter
     of the insert's own cost). One statement text per set of ``NULL`` columns."""
-    values = step.row[: len(STEP_FIELDS)]
-    kept = tuple(map(operator.is_not, values, _NONES))
+    row = step.row
+    tail = row[_NULLABLE : len(STEP_FIELDS)]
+    kept = tuple(map(operator.is_not, tail, _NONES))
     found = _STEP_TEXTS.get((step.query, kept))
     if found is None:
         found = _STEP_TEXTS[step.query, kept] = _positional(step.query, kept)
     sql, blobs = found
-    params = [*itertools.compress(values, kept), step.now, step.row[-1]]
+    params = [*row[:_NULLABLE], *itertools.compress(tail, kept), step.now, row[-1]]
     for i in blobs:
         if type(params[i]) is bytes:
             params[i] = bytearray(params[i])
@@ -297,9 +301,10 @@ def _step_row(step: StepInsert) -> tuple[str, builtins.list[Any]]:
 
 
 def _positional(query: str, kept: tuple[bool, ...]) -> tuple[str, tuple[int, ...]]:
-    """``query``'s text with ``?NNN`` for its named parameters: the columns ``kept`` numbered
-    in order, ``NULL`` for the others, then ``:now`` and ``:owner``; and the positions of the
-    blob columns among the parameters."""
+    """``query``'s text with ``?NNN`` for its named parameters: the columns numbered in
+    order, ``NULL`` for the nullable ones not ``kept``, then ``:now`` and ``:owner``; and the
+    positions of the blob columns among the parameters."""
+    kept = (True,) * _NULLABLE + kept
     names = [n for n, k in zip(STEP_FIELDS, kept, strict=True) if k]
     number = {n: f"?{i}" for i, n in enumerate([*names, "now", "owner"], 1)}
     number.update((n, "NULL") for n, k in zip(STEP_FIELDS, kept, strict=True) if not k)
@@ -317,11 +322,11 @@ def _drive(conn: sqlite3.Connection, plan: Plan[T], stmt: Statement, *, alone: b
                 raise RuntimeError(PAST_LAST)
             done = alone
             try:
-                if isinstance(stmt, StepInsert):
-                    cur = conn.execute(*_step_row(stmt))
+                if isinstance(stmt, StepInsert):  # an insert that returns no rows
+                    result = Result([], conn.execute(*_step_row(stmt)).rowcount)
                 else:
                     cur = conn.execute(*_bind(stmt[0], stmt[1]))
-                result = Result(cur.fetchall(), cur.rowcount)
+                    result = Result(cur.fetchall(), cur.rowcount)
             except sqlite3.Error as exc:
                 done = False  # nothing committed: the plan may go on
                 stmt = plan.throw(exc)
