@@ -4,8 +4,9 @@ a list in state, beside the raw database's floor: an append-only log of the same
 Measured in a child process (so that resident memory is this run's alone), per backend:
 
 - **flatness**: mean ms per step over the last 10% of steps ÷ the first 10% (a step = from one
-  node's start to the next node's start, so it holds the node and its checkpoint); the floor's
-  own ratio beside it, and tether's mean step ÷ the floor's;
+  node's start to the next node's start, so it holds the node and its checkpoint); the same
+  ratio of the thread's CPU time (a diagnostic: wall time on a loaded machine is noisy); the
+  floor's own ratio beside it, and tether's mean step ÷ the floor's;
 - **bytes at rest**: the store after the run (SQLite: file + WAL after a TRUNCATE checkpoint;
   Postgres: every tether relation) ÷ the floor's table holding the same messages, one row each;
 - **resident memory growth**: ``VmRSS`` after the run (its result still held) minus before;
@@ -56,7 +57,14 @@ def messages(n: int) -> list[str]:
     return [f"{i:09d} " + pool[i % _POOL][10:] for i in range(n)]
 
 
-def _chain(store: Any, texts: list[str], steps: int, marks: list[float], failed: set[str]) -> Any:
+def _chain(
+    store: Any,
+    texts: list[str],
+    steps: int,
+    marks: list[float],
+    failed: set[str],
+    cpu_marks: list[float] | None = None,
+) -> Any:
     """``steps`` nodes that each append one message, then ``RESUMES + 1`` nodes that append one
     too but raise on their first call (each resume runs one and stops at the next)."""
     from .workloads import linear_chain
@@ -64,6 +72,8 @@ def _chain(store: Any, texts: list[str], steps: int, marks: list[float], failed:
     def append(i: int) -> Any:
         def fn(state: dict[str, Any]) -> dict[str, Any]:
             marks.append(time.perf_counter())
+            if cpu_marks is not None:
+                cpu_marks.append(time.thread_time())
             return {"log": [*state["log"], texts[i]]}
 
         return fn
@@ -109,8 +119,9 @@ def child(spec: dict[str, Any], steps: int) -> dict[str, Any]:
     store = _open(spec)
     floor = floor_from_spec(spec)
     marks: list[float] = []
+    cpu_marks: list[float] = []
     failed: set[str] = set()
-    chain = _chain(store, texts, steps, marks, failed)
+    chain = _chain(store, texts, steps, marks, failed, cpu_marks)
     gc.collect()
     before = _status_bytes("VmRSS")
     result = chain.run({"log": []})
@@ -121,6 +132,7 @@ def child(spec: dict[str, Any], steps: int) -> dict[str, Any]:
     eid = result.execution_id
     del result
     first, last, mean = _tenths(marks)
+    cpu_first, cpu_last, _ = _tenths(cpu_marks)
 
     fmarks = []
     for seq in range(1, steps + 1):
@@ -148,6 +160,8 @@ def child(spec: dict[str, Any], steps: int) -> dict[str, Any]:
         "first": first,
         "last": last,
         "mean": mean,
+        "cpu_first": cpu_first,
+        "cpu_last": cpu_last,
         "floor_first": f_first,
         "floor_last": f_last,
         "floor_mean": f_mean,
@@ -180,6 +194,12 @@ def _measure(backend: Backend, steps: int, label: str) -> Section:
     section.add("first 10% of steps", "ms/step", [out["first"]])
     section.add("last 10% of steps", "ms/step", [out["last"]])
     section.add("last10% ÷ first10%", "x", [out["last"] / out["first"]], Target("<=", 1.2))
+    section.add(
+        "CPU last10% ÷ first10% (diagnostic)",
+        "x",
+        [out["cpu_last"] / out["cpu_first"]],
+        note="the run's thread CPU per step, which the machine's load does not stretch",
+    )
     section.add("floor last10% ÷ first10%", "x", [out["floor_last"] / out["floor_first"]])
     section.add("tether step ÷ floor step (mean)", "x", [out["mean"] / out["floor_mean"]])
     section.add("store bytes (file / relations)", "B", [size.file_bytes])
