@@ -198,8 +198,7 @@ class _Heartbeats:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pid = 0
-        # When the sleeping thread wakes on its own (monotonic seconds); -inf while it is
-        # awake, since it looks at every beat before it sleeps again.
+        # When the sleeping thread wakes on its own (monotonic s); -inf while it is awake.
         self.sleeps_until = -math.inf
         self.wakeups = 0  # times the thread woke (a diagnostic)
 
@@ -219,9 +218,8 @@ class _Heartbeats:
                 )
                 self._thread.start()
             elif beat is None and due < self.sleeps_until:
-                # Only then: waking the thread costs a resume about as much as its reads
-                # (a GIL hand-over), and a new beat is usually due long after the thread's
-                # next look (a third of 30 s against at most a second).
+                # Only then: a wake-up (a GIL hand-over) costs a resume about its reads, and a
+                # new beat is due long after the thread's next look (10 s against 1 s).
                 self._cond.notify()
 
     def remove(self, owner: str, execution_id: str | None = None) -> None:
