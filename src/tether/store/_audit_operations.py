@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
-from typing import Any
+from typing import Any, Unpack
 
 from ..audit import AuditEntry
 from ._audit_codec import audit_from_row, audit_named_params, since_utc
 from ._operations import StoreOperations
 from ._plans import Plan, last
+from .base import AuditQuery
 
 __all__ = ["AuditOperations"]
 
@@ -53,12 +54,10 @@ class AuditOperations(StoreOperations):
         await self._db.arun("record_audit", plan, write=True, execution_id=entry.execution_id)
 
     def list_audit(
-        self,
-        execution_id: str | None = None,
-        *,
-        since: _dt.datetime | None = None,
-        limit: int | None = None,
+        self, execution_id: str | None = None, **query: Unpack[AuditQuery]
     ) -> builtins.list[AuditEntry]:
         """A run's entries in the order recorded, or (``execution_id=None``) every run's
-        entries recorded at or after ``since``, oldest first, at most ``limit``."""
-        return self._db.run("list_audit", self._list_audit_plan(execution_id, since, limit))
+        entries recorded at or after ``since``, oldest first, at most ``limit``
+        (:class:`~tether.store.base.AuditQuery`)."""
+        plan = self._list_audit_plan(execution_id, query.get("since"), query.get("limit"))
+        return self._db.run("list_audit", plan)

@@ -13,34 +13,30 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import time
-from typing import Any, Required, TypedDict, Unpack
+from typing import Any, Unpack
 
-from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
 from . import _codec
+from ._leases import InterruptOptions, LeasePutOptions
 from ._listing import Listings
 from ._operations import StoreOperations
 from ._plans import Plan
-from .base import EndedStatus, PendingInterrupt, PruneResult, RunRecord, RunStatus
+from .base import (
+    AnswerOptions,
+    ClaimOptions,
+    EndedStatus,
+    LastOptions,
+    PendingInterrupt,
+    PruneResult,
+    RunRecord,
+    RunStatus,
+)
 
 __all__ = ["PlanCheckpointer"]
 
 
-class _PutOptions(TypedDict, total=False):
-    run_status: RunStatus | None
-    error: str | None
-    release_claim_of: str | None
+class _PutOptions(LeasePutOptions, total=False):
     force_full: bool
-    release_lease_of: str | None
-
-
-class _ClaimOptions(TypedDict, total=False):
-    owner: Required[str]
-    resume_value: Required[dict[str, Any] | None]
-    lease_seconds: Required[float]
-    steal_from: str | None
-    checkpoint_id: str | None
-    audit: AuditEntry | None
 
 
 class PlanCheckpointer(Listings, StoreOperations):
@@ -138,54 +134,64 @@ class PlanCheckpointer(Listings, StoreOperations):
         )
 
     def record_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
+        self, checkpoint: Checkpoint, **options: Unpack[InterruptOptions]
     ) -> PendingInterrupt:
         """Write an ``interrupted`` checkpoint and its pending-interrupt row in one
-        transaction and mark the run ``paused`` (giving back ``release_lease_of``'s lease).
+        transaction and mark the run ``paused`` (giving back ``release_lease_of``'s lease;
+        the keywords: :class:`~tether.store._leases.InterruptOptions`).
 
         Raises:
             ConcurrentWriteError: as :meth:`put`.
         """
         eid = checkpoint.execution_id
-        plan = self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
-        pending, head = self._db.run("record_interrupt", plan, write=True, execution_id=eid)
-        self._heads.set(eid, head)
-        return pending
+        plan = self._interrupt(checkpoint, options)
+        return self._paused(
+            eid, self._db.run("record_interrupt", plan, write=True, execution_id=eid)
+        )
 
     async def arecord_interrupt(
-        self, checkpoint: Checkpoint, **options: Unpack[_ReleaseOptions]
+        self, checkpoint: Checkpoint, **options: Unpack[InterruptOptions]
     ) -> PendingInterrupt:
         eid = checkpoint.execution_id
-        plan = self._interrupt_plan(
-            checkpoint, options.get("release_claim_of"), options.get("release_lease_of")
+        plan = self._interrupt(checkpoint, options)
+        return self._paused(
+            eid, await self._db.arun("record_interrupt", plan, write=True, execution_id=eid)
         )
-        pending, head = await self._db.arun("record_interrupt", plan, write=True, execution_id=eid)
-        self._heads.set(eid, head)
+
+    def _interrupt(
+        self, checkpoint: Checkpoint, options: InterruptOptions
+    ) -> Plan[tuple[PendingInterrupt, _codec.Head]]:
+        release_claim_of, release_lease_of = (
+            options.get("release_claim_of"),
+            options.get("release_lease_of"),
+        )
+        return self._interrupt_plan(checkpoint, release_claim_of, release_lease_of)
+
+    def _paused(
+        self, execution_id: str, written: tuple[PendingInterrupt, _codec.Head]
+    ) -> PendingInterrupt:
+        pending, head = written
+        self._heads.set(execution_id, head)
         return pending
 
-    def get_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
-    ) -> Checkpoint | None:
+    def get_last(self, execution_id: str, **options: Unpack[LastOptions]) -> Checkpoint | None:
         """The highest-seq checkpoint (below ``before_seq``, under ``agent_path_prefix``, if
-        given) with its full state; ``None`` if there is none."""
-        plan = self._last_plan(execution_id, before_seq, agent_path_prefix)
+        given: :class:`~tether.store.base.LastOptions`) with its full state; ``None`` if there
+        is none."""
+        plan = self._last(execution_id, options)
         return self._with_head(execution_id, *self._db.run("get_last", plan))
 
     async def aget_last(
-        self, execution_id: str, **options: Unpack[_LastOptions]
+        self, execution_id: str, **options: Unpack[LastOptions]
     ) -> Checkpoint | None:
-        plan = self._last_plan(
-            execution_id, options.get("before_seq"), options.get("agent_path_prefix")
-        )
+        plan = self._last(execution_id, options)
         return self._with_head(execution_id, *await self._db.arun("get_last", plan))
+
+    def _last(
+        self, execution_id: str, options: LastOptions
+    ) -> Plan[tuple[Checkpoint | None, _codec.Head | None]]:
+        before_seq, prefix = options.get("before_seq"), options.get("agent_path_prefix")
+        return self._last_plan(execution_id, before_seq, prefix)
 
     def _with_head(
         self, execution_id: str, cp: Checkpoint | None, head: _codec.Head | None
@@ -246,7 +252,7 @@ class PlanCheckpointer(Listings, StoreOperations):
         return await self._db.arun("get_pending_interrupt", self._pending_plan(execution_id))
 
     def claim_interrupt(
-        self, execution_id: str, **claim: Unpack[_ClaimOptions]
+        self, execution_id: str, **claim: Unpack[ClaimOptions]
     ) -> PendingInterrupt | None:
         """Atomically claim the run's pending interrupt: exactly one of any number of
         concurrent callers (threads, processes, machines on Postgres) wins.
@@ -271,12 +277,12 @@ class PlanCheckpointer(Listings, StoreOperations):
         return self._db.run("claim_interrupt", plan, write=True, execution_id=execution_id)
 
     async def aclaim_interrupt(
-        self, execution_id: str, **claim: Unpack[_ClaimOptions]
+        self, execution_id: str, **claim: Unpack[ClaimOptions]
     ) -> PendingInterrupt | None:
         plan = self._claim(execution_id, claim)
         return await self._db.arun("claim_interrupt", plan, write=True, execution_id=execution_id)
 
-    def _claim(self, execution_id: str, claim: _ClaimOptions) -> Plan[PendingInterrupt | None]:
+    def _claim(self, execution_id: str, claim: ClaimOptions) -> Plan[PendingInterrupt | None]:
         return self._claim_plan(
             execution_id,
             claim["owner"],
@@ -310,17 +316,13 @@ class PlanCheckpointer(Listings, StoreOperations):
         return await self._db.arun("release_claim", plan, write=True, execution_id=execution_id)
 
     def answer_interrupt(
-        self,
-        execution_id: str,
-        resume_value: dict[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
+        self, execution_id: str, resume_value: dict[str, Any], **options: Unpack[AnswerOptions]
     ) -> bool:
         """Store an answer without claiming; ``False`` if the interrupt is gone, answered or
         claimed, or (given ``checkpoint_id``) is not the question recorded at it. ``audit`` is
         appended to the run's audit trail in the same transaction when the answer is
-        stored."""
+        stored (the keywords: :class:`~tether.store.base.AnswerOptions`)."""
+        checkpoint_id, audit = options.get("checkpoint_id"), options.get("audit")
         plan = self._answer_plan(execution_id, resume_value, checkpoint_id, audit)
         return self._db.run("answer_interrupt", plan, write=True, execution_id=execution_id)
 
@@ -376,13 +378,3 @@ class PlanCheckpointer(Listings, StoreOperations):
             for eid in result.execution_ids:
                 self._heads.drop(eid)
         return result
-
-
-class _ReleaseOptions(TypedDict, total=False):
-    release_claim_of: str | None
-    release_lease_of: str | None
-
-
-class _LastOptions(TypedDict, total=False):
-    before_seq: int | None
-    agent_path_prefix: str | None

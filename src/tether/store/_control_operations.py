@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from collections.abc import Sequence
-from typing import Unpack
+from typing import TypeVar, Unpack
 
 from . import _codec
 from ._audit_codec import audit_named_params
@@ -29,6 +29,8 @@ from ._control import (
 from ._operations import StoreOperations
 from ._plans import Plan
 from .base import PendingInterrupt
+
+T = TypeVar("T")
 
 __all__ = ["ControlOperations"]
 
@@ -88,29 +90,38 @@ class ControlOperations(StoreOperations):
         out = DeleteOutcome(found=True, status=row[0])
         if statuses is not None and row[0] not in statuses:
             return out
-        out.checkpoints = (yield sql.DELETE_CHECKPOINTS_OF_RUN, dict(of_run)).rowcount
-        out.idempotency = (yield sql.DELETE_IDEMPOTENT_OF_RUN, dict(of_run)).rowcount
-        out.pending = len((yield sql.DELETE_PENDING_RETURNING, dict(of_run)).rows)
-        yield sql.DELETE_AUDIT_OF_RUN, dict(of_run)
+        # The run's rows go as a prune's do, by the same statements: a set of one run.
+        remove, of = sql.REMOVE, {"ids": [eid]}
+        out.checkpoints = (yield remove.delete_checkpoints, of).rowcount
+        out.idempotency = (yield remove.delete_idempotent, of).rowcount
+        out.pending = (yield remove.delete_pending, of).rowcount
+        yield remove.delete_audit, of
         for query in sql.DELETE_LANGGRAPH_OF_RUNS:  # a LangGraph run's thread, by the run's kind
-            yield query, {"ids": [eid]}
-        yield sql.DELETE_RUN, dict(of_run)
+            yield query, of
+        yield remove.delete_runs, of
         return out
 
     def cancel_run(self, execution_id: str, **options: Unpack[CancelOptions]) -> CancelOutcome:
         """See :meth:`tether.store._control.ControlStore.cancel_run`."""
-        plan = self._cancel_plan(execution_id, options)
-        try:
-            return self._db.run("cancel_run", plan, write=True, execution_id=execution_id)
-        finally:  # a drive of this process writing the run re-reads its head, fenced out
-            self._heads.drop(execution_id)
+        return self._ending("cancel_run", execution_id, self._cancel_plan(execution_id, options))
 
     async def acancel_run(
         self, execution_id: str, **options: Unpack[CancelOptions]
     ) -> CancelOutcome:
         plan = self._cancel_plan(execution_id, options)
+        return await self._aending("cancel_run", execution_id, plan)
+
+    def _ending(self, op: str, execution_id: str, plan: Plan[T]) -> T:
+        """Run the write ``plan`` that ends or removes the run, then forget its head."""
         try:
-            return await self._db.arun("cancel_run", plan, write=True, execution_id=execution_id)
+            return self._db.run(op, plan, write=True, execution_id=execution_id)
+        finally:  # a drive of this process writing the run re-reads its head, fenced out
+            self._heads.drop(execution_id)
+
+    async def _aending(self, op: str, execution_id: str, plan: Plan[T]) -> T:
+        """Async :meth:`_ending`."""
+        try:
+            return await self._db.arun(op, plan, write=True, execution_id=execution_id)
         finally:
             self._heads.drop(execution_id)
 
@@ -138,17 +149,10 @@ class ControlOperations(StoreOperations):
         self, execution_id: str, *, statuses: Sequence[str] | None = None
     ) -> DeleteOutcome:
         """See :meth:`tether.store._control.ControlStore.delete_run`."""
-        plan = self._delete_plan(execution_id, statuses)
-        try:
-            return self._db.run("delete_run", plan, write=True, execution_id=execution_id)
-        finally:
-            self._heads.drop(execution_id)
+        return self._ending("delete_run", execution_id, self._delete_plan(execution_id, statuses))
 
     async def adelete_run(
         self, execution_id: str, *, statuses: Sequence[str] | None = None
     ) -> DeleteOutcome:
         plan = self._delete_plan(execution_id, statuses)
-        try:
-            return await self._db.arun("delete_run", plan, write=True, execution_id=execution_id)
-        finally:
-            self._heads.drop(execution_id)
+        return await self._aending("delete_run", execution_id, plan)

@@ -61,6 +61,14 @@ _CLASSES: Final[dict[Kind, type[StoreError]]] = {
 }
 
 
+REJECTED_ADVICE: Final = (
+    "the same call will fail the same way, so change the value or the constraint rather than retry"
+)
+"""What every backend's message for a refused value (:attr:`Kind.REJECTED`) ends with."""
+MISSING_TABLES: Final = "is missing tether tables or columns"
+"""What every backend's message for a schema it cannot find (:attr:`Kind.MISSING`) says."""
+
+
 def store_error(
     kind: Kind,
     message: str,

@@ -31,9 +31,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    NamedTuple,
+    Protocol,
+    Required,
+    TypedDict,
+    Unpack,
+    runtime_checkable,
+)
 
 from ..errors import ConfigurationError
+from .base import PutOptions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,7 +55,10 @@ __all__ = [
     "UNRECORDED_LEASE_SECONDS",
     "ClaimedRun",
     "Fences",
+    "InterruptOptions",
+    "LeasePutOptions",
     "LeaseStore",
+    "Renewal",
     "creation_lease_seconds",
     "dead_letter_reason",
     "lease_left_seconds",
@@ -179,6 +192,44 @@ class LeaseTake(NamedTuple):
     run: RunRecord | None = None
 
 
+class LeasePutOptions(PutOptions, total=False):
+    """The keywords of a lease store's :meth:`LeaseStore.put` (and ``aput``):
+    :class:`~tether.store.base.PutOptions` and
+
+    Attributes:
+        release_lease_of: with ``run_status``, the holder of the run's lease, which this
+            commit gives back (it ends the drive) if that holder still has it.
+    """
+
+    release_lease_of: str | None
+
+
+class InterruptOptions(TypedDict, total=False):
+    """The keywords of a lease store's :meth:`LeaseStore.record_interrupt` (and
+    ``arecord_interrupt``).
+
+    Attributes:
+        release_claim_of: the claimer whose pending row the new one replaces.
+        release_lease_of: the holder of the run's lease, which the paused row gives back.
+    """
+
+    release_claim_of: str | None
+    release_lease_of: str | None
+
+
+class Renewal(TypedDict, total=False):
+    """The keywords of :meth:`LeaseStore.renew_run_leases` (and ``arenew_run_leases``).
+
+    Attributes:
+        lease_seconds: the lease period, counted from ``since``; required.
+        since: a ``time.monotonic()`` reading taken when the caller decided to renew
+            (``None``: now).
+    """
+
+    lease_seconds: Required[float]
+    since: float | None
+
+
 @runtime_checkable
 class LeaseStore(Protocol):
     """The optional capability of a store that supports run leases, workers and the queue.
@@ -205,46 +256,22 @@ class LeaseStore(Protocol):
     async def acreate_run(self, run: RunRecord, *, lease_seconds: float | None = None) -> RunRecord:
         """Async :meth:`create_run`."""
 
-    def put(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
+    def put(self, checkpoint: Checkpoint, **options: Unpack[LeasePutOptions]) -> Checkpoint:
         """:meth:`Checkpointer.put <tether.store.base.Checkpointer.put>`; with ``run_status``,
         gives back the lease ``release_lease_of`` holds in the same transaction."""
 
-    async def aput(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
-    ) -> Checkpoint:
+    async def aput(self, checkpoint: Checkpoint, **options: Unpack[LeasePutOptions]) -> Checkpoint:
         """Async :meth:`put`."""
 
     def record_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
+        self, checkpoint: Checkpoint, **options: Unpack[InterruptOptions]
     ) -> PendingInterrupt:
         """:meth:`Checkpointer.record_interrupt
         <tether.store.base.Checkpointer.record_interrupt>`; gives back the lease
         ``release_lease_of`` holds in the same transaction."""
 
     async def arecord_interrupt(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        release_claim_of: str | None = None,
-        release_lease_of: str | None = None,
+        self, checkpoint: Checkpoint, **options: Unpack[InterruptOptions]
     ) -> PendingInterrupt:
         """Async :meth:`record_interrupt`."""
 
@@ -268,12 +295,7 @@ class LeaseStore(Protocol):
         """
 
     def renew_run_leases(
-        self,
-        owner: str,
-        execution_ids: Sequence[str],
-        *,
-        lease_seconds: float,
-        since: float | None = None,
+        self, owner: str, execution_ids: Sequence[str], **renewal: Unpack[Renewal]
     ) -> int:
         """Extend ``owner``'s lease on each of ``execution_ids`` (the runs it still drives) to
         ``lease_seconds`` after ``since`` (a ``time.monotonic()`` reading taken when the
@@ -287,12 +309,7 @@ class LeaseStore(Protocol):
         whose drive gave up meanwhile lapses on time. Past the period, nothing is written."""
 
     async def arenew_run_leases(
-        self,
-        owner: str,
-        execution_ids: Sequence[str],
-        *,
-        lease_seconds: float,
-        since: float | None = None,
+        self, owner: str, execution_ids: Sequence[str], **renewal: Unpack[Renewal]
     ) -> int:
         """Async :meth:`renew_run_leases`."""
 

@@ -158,24 +158,29 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _runs_where(q: RunsQuery) -> tuple[str, list[Any]]:
+def _where(*filters: tuple[str, Any]) -> tuple[str, list[Any]]:
+    """A ``WHERE`` clause ANDing each ``(condition, value)`` whose value is not ``None``;
+    ``value`` is the condition's ``?`` argument (a tuple: one ``?`` per item, as in ``IN``)."""
     sql, args = " WHERE 1 = 1", list[Any]()
-    if isinstance(q.status, tuple):
-        sql += f" AND r.status IN ({', '.join('?' * len(q.status)) or 'NULL'})"
-        args.extend(q.status)
-    elif q.status is not None:
-        sql += " AND r.status = ?"
-        args.append(q.status)
-    if q.runner_name is not None:
-        sql += " AND r.runner_name = ?"
-        args.append(q.runner_name)
-    if q.app_version is not None:
-        sql += " AND r.app_version = ?"
-        args.append(q.app_version)
-    if q.search:
-        sql += " AND r.execution_id LIKE ? ESCAPE '\\'"
-        args.append(_like(q.search))
+    for condition, value in filters:
+        if value is not None:
+            sql += f" AND {condition}"
+            args.extend(value if isinstance(value, tuple) else (value,))
     return sql, args
+
+
+def _runs_where(q: RunsQuery) -> tuple[str, list[Any]]:
+    status = q.status
+    if isinstance(status, tuple):
+        is_status = f"r.status IN ({', '.join('?' * len(status)) or 'NULL'})"
+    else:
+        is_status = "r.status = ?"
+    return _where(
+        (is_status, status),
+        ("r.runner_name = ?", q.runner_name),
+        ("r.app_version = ?", q.app_version),
+        ("r.execution_id LIKE ? ESCAPE '\\'", _like(q.search) if q.search else None),
+    )
 
 
 def runs_sql(q: RunsQuery) -> tuple[str, list[Any]]:
@@ -203,20 +208,12 @@ def runs_count_sql(q: RunsQuery) -> tuple[str, list[Any]]:
 
 
 def _pending_where(q: PendingQuery, cutoff: Any) -> tuple[str, list[Any]]:
-    sql, args = " WHERE 1 = 1", []
-    if q.runner_name is not None:
-        sql += " AND r.runner_name = ?"
-        args.append(q.runner_name)
-    if q.reason is not None:
-        sql += " AND p.reason = ?"
-        args.append(q.reason)
-    if cutoff is not None:
-        sql += " AND p.created_at <= ?"
-        args.append(cutoff)
-    if q.search:
-        sql += " AND p.execution_id LIKE ? ESCAPE '\\'"
-        args.append(_like(q.search))
-    return sql, args
+    return _where(
+        ("r.runner_name = ?", q.runner_name),
+        ("p.reason = ?", q.reason),
+        ("p.created_at <= ?", cutoff),
+        ("p.execution_id LIKE ? ESCAPE '\\'", _like(q.search) if q.search else None),
+    )
 
 
 _PENDING_FROM: Final = (

@@ -402,24 +402,24 @@ class StoreOperations:
 
     # --- maintenance ----------------------------------------------------------------------
     def _prune_plan(self, cutoff: float, dry_run: bool) -> Plan[PruneResult]:
-        sql = self._sql
-        query = sql.SELECT_PRUNABLE if dry_run else sql.LOCK_PRUNABLE
+        sql, prune = self._sql, self._sql.REMOVE
+        query = prune.select_prunable if dry_run else sql.LOCK_PRUNABLE
         ids = [eid for (eid,) in (yield from self._all(query, {"cutoff": cutoff}))]
         result = PruneResult(runs=len(ids), execution_ids=ids)
         if not ids:
             return result
         of = {"ids": ids}
         if dry_run:
-            result.checkpoints = (yield sql.COUNT_CHECKPOINTS_OF, of).rows[0][0]
-            result.idempotency = (yield sql.COUNT_IDEMPOTENT_OF, of).rows[0][0]
+            result.checkpoints = (yield prune.count_checkpoints, of).rows[0][0]
+            result.idempotency = (yield prune.count_idempotent, of).rows[0][0]
             return result
-        result.checkpoints = yield from self._count(sql.DELETE_CHECKPOINTS_OF, of)
-        result.idempotency = yield from self._count(sql.DELETE_IDEMPOTENT_OF, of)
-        yield sql.DELETE_PENDING_OF_RUNS, of
+        result.checkpoints = yield from self._count(prune.delete_checkpoints, of)
+        result.idempotency = yield from self._count(prune.delete_idempotent, of)
+        yield prune.delete_pending, of
         for query in sql.DELETE_LANGGRAPH_OF_RUNS:  # read the runs' kind: before they go
             yield query, of
-        yield sql.DELETE_AUDIT_OF_RUNS, of
-        yield sql.DELETE_RUNS, of
+        yield prune.delete_audit, of
+        yield prune.delete_runs, of
         return result
 
 

@@ -7,7 +7,14 @@ import psycopg
 from psycopg_pool import PoolClosed, PoolTimeout
 
 from ..errors import StoreError
-from ._database_errors import Kind, postgres_constraint, postgres_kind, store_error
+from ._database_errors import (
+    MISSING_TABLES,
+    REJECTED_ADVICE,
+    Kind,
+    postgres_constraint,
+    postgres_kind,
+    store_error,
+)
 
 __all__ = ["first_line", "translate"]
 
@@ -72,7 +79,7 @@ def translate(
         text = f"PostgreSQL {where} could not serve {what}: {msg} (SQLSTATE {exc.sqlstate})"
     elif kind is Kind.MISSING:
         text = (
-            f"PostgreSQL {target} is missing tether tables or columns ({msg}) during {what}; "
+            f"PostgreSQL {target} {MISSING_TABLES} ({msg}) during {what}; "
             "the schema was dropped or altered outside tether"
         )
     elif kind is Kind.CONFLICT:
@@ -81,8 +88,7 @@ def translate(
         hint = (exc.diag.message_hint or "").strip().split("\n")[0]
         text = (
             f"PostgreSQL {where} rejected {what}: {msg}{f' ({hint})' if hint else ''} "
-            f"(SQLSTATE {exc.sqlstate}); the same call will fail the same way, so change the "
-            "value or the constraint rather than retry"
+            f"(SQLSTATE {exc.sqlstate}); {REJECTED_ADVICE}"
         )
     else:
         text = f"PostgreSQL {where} refused {what}: {msg}"

@@ -18,6 +18,7 @@ from ._langgraph_sql import POSTGRES_MIGRATION_V5, POSTGRES_PRUNE_THREADS
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
 from ._records import PENDING
+from ._removal_sql import removal_statements
 from ._rows import CHAIN_COLUMNS, STEP_FIELDS, named
 from ._versions import POSTGRES_MIGRATION_V8
 
@@ -326,20 +327,11 @@ INSERT_IDEMPOTENT: Final = (
 SELECT_IDEMPOTENT_ALL: Final = (
     f"SELECT key, value FROM {{schema}}.idempotency_cache{_OF_RUN} ORDER BY created_at, key"
 )
-SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM {schema}.runs WHERE status IN ('completed', 'failed', 'cancelled') "
-    "AND finished_at < to_timestamp(%(cutoff)s) ORDER BY finished_at"
+REMOVE: Final = removal_statements(
+    "{{schema}}.{}", " WHERE execution_id = ANY(%(ids)s)", "to_timestamp(%(cutoff)s)"
 )
 # Locking the runs re-checks their status: a failed run resumed meanwhile is no longer pruned.
-LOCK_PRUNABLE: Final = SELECT_PRUNABLE + " FOR UPDATE"
-_OF: Final = " WHERE execution_id = ANY(%(ids)s)"
-COUNT_CHECKPOINTS_OF: Final = "SELECT count(*) FROM {schema}.checkpoints" + _OF
-COUNT_IDEMPOTENT_OF: Final = "SELECT count(*) FROM {schema}.idempotency_cache" + _OF
-DELETE_CHECKPOINTS_OF: Final = "DELETE FROM {schema}.checkpoints" + _OF
-DELETE_IDEMPOTENT_OF: Final = "DELETE FROM {schema}.idempotency_cache" + _OF
-DELETE_PENDING_OF_RUNS: Final = "DELETE FROM {schema}.pending_interrupts" + _OF
-DELETE_RUNS: Final = "DELETE FROM {schema}.runs" + _OF
-DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM {schema}.audit_log" + _OF
+LOCK_PRUNABLE: Final = REMOVE.select_prunable + " FOR UPDATE"
 # A finished LangGraph run takes its thread with it (see _langgraph_sql); before the run rows.
 DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
     s.replace("ANY(%s)", "ANY(%(ids)s)") for s in POSTGRES_PRUNE_THREADS
@@ -440,10 +432,6 @@ CANCEL_RUN: Final = (
 DELETE_PENDING_RETURNING: Final = (
     f"DELETE FROM {{schema}}.pending_interrupts{_OF_RUN} RETURNING checkpoint_id"
 )
-DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM {{schema}}.checkpoints{_OF_RUN}"
-DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM {{schema}}.idempotency_cache{_OF_RUN}"
-DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM {{schema}}.audit_log{_OF_RUN}"
-DELETE_RUN: Final = f"DELETE FROM {{schema}}.runs{_OF_RUN}"
 
 # --- the audit trail (tether.audit) ----------------------------------------------------------
 INSERT_AUDIT_ENTRY: Final = (

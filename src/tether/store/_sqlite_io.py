@@ -34,7 +34,15 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from ..errors import SerializationError, TetherError
-from ._database_errors import Kind, sqlite_code, sqlite_constraint, sqlite_kind, store_error
+from ._database_errors import (
+    MISSING_TABLES,
+    REJECTED_ADVICE,
+    Kind,
+    sqlite_code,
+    sqlite_constraint,
+    sqlite_kind,
+    store_error,
+)
 from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, Write, is_last
 from ._rows import STEP_FIELDS
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
@@ -375,12 +383,9 @@ def translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError
     elif kind is Kind.CORRUPT:
         text = f"{path!r} is not a readable tether SQLite database: {msg}"
     elif kind is Kind.MISSING:
-        text = f"SQLite database {path!r} is missing tether tables or columns: {msg}"
+        text = f"SQLite database {path!r} {MISSING_TABLES}: {msg}"
     elif kind is Kind.REJECTED:
-        text = (
-            f"SQLite database {path!r} rejected a value ({code}): {msg}; the same call will "
-            "fail the same way, so change the value or the constraint rather than retry"
-        )
+        text = f"SQLite database {path!r} rejected a value ({code}): {msg}; {REJECTED_ADVICE}"
     else:
         text = f"SQLite error on {path!r}: {msg}"
     return store_error(kind, text, code=code, constraint=sqlite_constraint(exc))

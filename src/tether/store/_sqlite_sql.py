@@ -20,6 +20,7 @@ from ._langgraph_sql import POSTGRES_PRUNE_THREADS, SQLITE_MIGRATION_V5, for_sql
 from ._leases import UNRECORDED_LEASE_SECONDS
 from ._listing import RUNS_ORDER_INDEX
 from ._records import PENDING
+from ._removal_sql import removal_statements
 from ._rows import CHAIN_COLUMNS, named
 from ._versions import SQLITE_MIGRATION_V8
 
@@ -300,20 +301,11 @@ SELECT_IDEMPOTENT_ALL: Final = (
 )
 
 # --- maintenance -----------------------------------------------------------------------------
-SELECT_PRUNABLE: Final = (
-    "SELECT execution_id FROM runs WHERE status IN ('completed', 'failed', 'cancelled') "
-    "AND finished_at < :cutoff ORDER BY finished_at"
+REMOVE: Final = removal_statements(
+    "{}", " WHERE execution_id IN (SELECT value FROM json_each(:ids))", ":cutoff"
 )
 # The plan's write lock keeps the set fixed until it commits: no row lock to take.
-LOCK_PRUNABLE: Final = SELECT_PRUNABLE
-_OF: Final = " WHERE execution_id IN (SELECT value FROM json_each(:ids))"
-COUNT_CHECKPOINTS_OF: Final = "SELECT count(*) FROM checkpoints" + _OF
-COUNT_IDEMPOTENT_OF: Final = "SELECT count(*) FROM idempotency_cache" + _OF
-DELETE_CHECKPOINTS_OF: Final = "DELETE FROM checkpoints" + _OF
-DELETE_IDEMPOTENT_OF: Final = "DELETE FROM idempotency_cache" + _OF
-DELETE_PENDING_OF_RUNS: Final = "DELETE FROM pending_interrupts" + _OF
-DELETE_RUNS: Final = "DELETE FROM runs" + _OF
-DELETE_AUDIT_OF_RUNS: Final = "DELETE FROM audit_log" + _OF
+LOCK_PRUNABLE: Final = REMOVE.select_prunable
 # A finished LangGraph run takes its thread with it (see _langgraph_sql); before the run rows.
 DELETE_LANGGRAPH_OF_RUNS: Final = tuple(
     for_sqlite(s.replace("= ANY(%s)", " IN (SELECT value FROM json_each(:ids))"))
@@ -415,10 +407,6 @@ CANCEL_RUN: Final = (
     f"lease_expires_at = NULL, updated_at = :now, finished_at = :now{_OF_RUN}"
 )
 DELETE_PENDING_RETURNING: Final = f"DELETE FROM pending_interrupts{_OF_RUN} RETURNING checkpoint_id"
-DELETE_CHECKPOINTS_OF_RUN: Final = f"DELETE FROM checkpoints{_OF_RUN}"
-DELETE_IDEMPOTENT_OF_RUN: Final = f"DELETE FROM idempotency_cache{_OF_RUN}"
-DELETE_AUDIT_OF_RUN: Final = f"DELETE FROM audit_log{_OF_RUN}"
-DELETE_RUN: Final = f"DELETE FROM runs{_OF_RUN}"
 
 # --- the audit trail (tether.audit) ----------------------------------------------------------
 INSERT_AUDIT_ENTRY: Final = (

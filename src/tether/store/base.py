@@ -20,17 +20,22 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import Any, Literal, Protocol, Required, TypedDict, Unpack, get_args, runtime_checkable
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint, resumable
 
 __all__ = [
     "RUN_STATUSES",
+    "AnswerOptions",
+    "AuditQuery",
     "Checkpointer",
+    "ClaimOptions",
     "EndedStatus",
+    "LastOptions",
     "PendingInterrupt",
     "PruneResult",
+    "PutOptions",
     "ResumableStore",
     "RunRecord",
     "RunStatus",
@@ -147,6 +152,80 @@ class PruneResult:
     execution_ids: list[str] = field(default_factory=list)
 
 
+class PutOptions(TypedDict, total=False):
+    """The keywords of :meth:`Checkpointer.put` (and ``aput``).
+
+    Attributes:
+        run_status: also set the run's status in the same transaction (``completed`` and
+            ``failed`` stamp ``finished_at``).
+        error: the run's error text, with ``run_status="failed"``.
+        release_claim_of: the claimer of the run's pending interrupt whose answer this step
+            consumed: that pending row is deleted in the same transaction.
+    """
+
+    run_status: RunStatus | None
+    error: str | None
+    release_claim_of: str | None
+
+
+class LastOptions(TypedDict, total=False):
+    """The keywords of :meth:`Checkpointer.get_last` (and ``aget_last``).
+
+    Attributes:
+        before_seq: only rows with a lower ``seq``.
+        agent_path_prefix: only rows written at this ``agent_path`` or under it.
+    """
+
+    before_seq: int | None
+    agent_path_prefix: str | None
+
+
+class ClaimOptions(TypedDict, total=False):
+    """The keywords of :meth:`Checkpointer.claim_interrupt` (and ``aclaim_interrupt``).
+
+    Attributes:
+        owner: the claimer's id (``host:pid:nonce``); required.
+        resume_value: the answer to store, or ``None`` to pick up an answer already stored
+            whose claimer died; required.
+        lease_seconds: how long the claim holds without renewal; required.
+        steal_from: a claimer known to be dead, whose claim may be taken at once.
+        checkpoint_id: claim only the question recorded at this ``interrupted`` checkpoint.
+        audit: the entry recording ``resume_value`` in the run's audit trail.
+    """
+
+    owner: Required[str]
+    resume_value: Required[dict[str, Any] | None]
+    lease_seconds: Required[float]
+    steal_from: str | None
+    checkpoint_id: str | None
+    audit: AuditEntry | None
+
+
+class AnswerOptions(TypedDict, total=False):
+    """The keywords of :meth:`Checkpointer.answer_interrupt`.
+
+    Attributes:
+        checkpoint_id: the question the person was shown (its ``interrupted`` checkpoint).
+        audit: the entry recording the answer in the run's audit trail.
+    """
+
+    checkpoint_id: str | None
+    audit: AuditEntry | None
+
+
+class AuditQuery(TypedDict, total=False):
+    """The keywords of :meth:`Checkpointer.list_audit`.
+
+    Attributes:
+        since: with ``execution_id=None``, only entries recorded at or after it (UTC; naive
+            is taken as UTC).
+        limit: at most this many entries (``None``: all).
+    """
+
+    since: _dt.datetime | None
+    limit: int | None
+
+
 @runtime_checkable
 class Checkpointer(Protocol):
     """Storage for runs, checkpoints, pending interrupts and the idempotency cache.
@@ -179,19 +258,12 @@ class Checkpointer(Protocol):
         """Record a status change that comes with no checkpoint."""
 
     # --- checkpoints ----------------------------------------------------------------------
-    def put(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-    ) -> Checkpoint:
+    def put(self, checkpoint: Checkpoint, **options: Unpack[PutOptions]) -> Checkpoint:
         """Append a checkpoint (assigning ``seq``, ``checkpoint_id``, ``created_at``).
 
         In the same transaction: update the run's status when ``run_status`` is given, and,
         when ``release_claim_of`` names the claimer of the run's pending interrupt, delete that
-        pending row (the re-entered step committed).
+        pending row (the re-entered step committed). The keywords: :class:`PutOptions`.
 
         Raises:
             ConcurrentWriteError: another writer appended to this run first, or the claim named
@@ -205,14 +277,9 @@ class Checkpointer(Protocol):
         """Write an ``interrupted`` checkpoint and its pending-interrupt row in one transaction,
         and mark the run ``paused``. Replaces a pending row claimed by ``release_claim_of``."""
 
-    def get_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
-    ) -> Checkpoint | None:
-        """The highest-seq checkpoint (below ``before_seq`` if given) with its full state."""
+    def get_last(self, execution_id: str, **options: Unpack[LastOptions]) -> Checkpoint | None:
+        """The highest-seq checkpoint (below ``before_seq``, under ``agent_path_prefix``, if
+        given: :class:`LastOptions`) with its full state; ``None`` if there is none."""
 
     def get_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
         """One checkpoint of the run by id, with its full state."""
@@ -230,17 +297,10 @@ class Checkpointer(Protocol):
         """Pending interrupts, oldest first."""
 
     def claim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
+        self, execution_id: str, **claim: Unpack[ClaimOptions]
     ) -> PendingInterrupt | None:
-        """Atomically claim the run's pending interrupt; exactly one concurrent caller wins.
+        """Atomically claim the run's pending interrupt; exactly one concurrent caller wins
+        (the keywords: :class:`ClaimOptions`).
 
         With ``resume_value``: succeeds only if the interrupt is unanswered and unclaimed, and
         stores the answer. Without: succeeds only if an answer is stored and no live claim holds
@@ -262,12 +322,7 @@ class Checkpointer(Protocol):
         later resume without a value picks the answer up again."""
 
     def answer_interrupt(
-        self,
-        execution_id: str,
-        resume_value: dict[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
+        self, execution_id: str, resume_value: dict[str, Any], **options: Unpack[AnswerOptions]
     ) -> bool:
         """Store an answer without claiming (approve from anywhere); ``False`` if the interrupt
         is gone or already answered, or, given ``checkpoint_id`` (the question the person was
@@ -286,15 +341,11 @@ class Checkpointer(Protocol):
         """
 
     def list_audit(
-        self,
-        execution_id: str | None = None,
-        *,
-        since: _dt.datetime | None = None,
-        limit: int | None = None,
+        self, execution_id: str | None = None, **query: Unpack[AuditQuery]
     ) -> builtins.list[AuditEntry]:
         """One run's audit trail in the order recorded; or, with ``execution_id=None``,
         every run's entries recorded at or after ``since`` (UTC; naive is taken as UTC),
-        oldest first, at most ``limit`` (``None``: all)."""
+        oldest first, at most ``limit`` (``None``: all): :class:`AuditQuery`."""
 
     # --- idempotency ----------------------------------------------------------------------
     def get_idempotent(self, execution_id: str, key: str) -> tuple[bool, Any]:
@@ -324,36 +375,17 @@ class Checkpointer(Protocol):
     async def aset_run_status(
         self, execution_id: str, status: RunStatus, *, error: str | None = None
     ) -> None: ...
-    async def aput(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
-    ) -> Checkpoint: ...
+    async def aput(self, checkpoint: Checkpoint, **options: Unpack[PutOptions]) -> Checkpoint: ...
     async def arecord_interrupt(
         self, checkpoint: Checkpoint, *, release_claim_of: str | None = None
     ) -> PendingInterrupt: ...
     async def aget_last(
-        self,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
+        self, execution_id: str, **options: Unpack[LastOptions]
     ) -> Checkpoint | None: ...
     async def aget_checkpoint(self, execution_id: str, checkpoint_id: str) -> Checkpoint | None: ...
     async def aget_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None: ...
     async def aclaim_interrupt(
-        self,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
+        self, execution_id: str, **claim: Unpack[ClaimOptions]
     ) -> PendingInterrupt | None: ...
     async def arenew_claim(
         self, execution_id: str, *, owner: str, lease_seconds: float
@@ -412,16 +444,9 @@ class SyncAsyncMixin:
         self.set_run_status(execution_id, status, error=error)
 
     async def aput(
-        self: Checkpointer,
-        checkpoint: Checkpoint,
-        *,
-        run_status: RunStatus | None = None,
-        error: str | None = None,
-        release_claim_of: str | None = None,
+        self: Checkpointer, checkpoint: Checkpoint, **options: Unpack[PutOptions]
     ) -> Checkpoint:
-        return self.put(
-            checkpoint, run_status=run_status, error=error, release_claim_of=release_claim_of
-        )
+        return self.put(checkpoint, **options)
 
     async def arecord_interrupt(
         self: Checkpointer, checkpoint: Checkpoint, *, release_claim_of: str | None = None
@@ -429,15 +454,9 @@ class SyncAsyncMixin:
         return self.record_interrupt(checkpoint, release_claim_of=release_claim_of)
 
     async def aget_last(
-        self: Checkpointer,
-        execution_id: str,
-        *,
-        before_seq: int | None = None,
-        agent_path_prefix: str | None = None,
+        self: Checkpointer, execution_id: str, **options: Unpack[LastOptions]
     ) -> Checkpoint | None:
-        return self.get_last(
-            execution_id, before_seq=before_seq, agent_path_prefix=agent_path_prefix
-        )
+        return self.get_last(execution_id, **options)
 
     async def aget_checkpoint(
         self: Checkpointer, execution_id: str, checkpoint_id: str
@@ -450,25 +469,9 @@ class SyncAsyncMixin:
         return self.get_pending_interrupt(execution_id)
 
     async def aclaim_interrupt(
-        self: Checkpointer,
-        execution_id: str,
-        *,
-        owner: str,
-        resume_value: dict[str, Any] | None,
-        lease_seconds: float,
-        steal_from: str | None = None,
-        checkpoint_id: str | None = None,
-        audit: AuditEntry | None = None,
+        self: Checkpointer, execution_id: str, **claim: Unpack[ClaimOptions]
     ) -> PendingInterrupt | None:
-        return self.claim_interrupt(
-            execution_id,
-            owner=owner,
-            resume_value=resume_value,
-            lease_seconds=lease_seconds,
-            steal_from=steal_from,
-            checkpoint_id=checkpoint_id,
-            audit=audit,
-        )
+        return self.claim_interrupt(execution_id, **claim)
 
     async def arenew_claim(
         self: Checkpointer, execution_id: str, *, owner: str, lease_seconds: float

@@ -61,6 +61,7 @@ from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._postgres_io import Database, Plan
 from ._refusals import schema_too_new
+from ._removal_sql import RemovalStatements
 from .drivers import Driver
 
 __all__ = ["PostgresCheckpointer"]
@@ -115,6 +116,8 @@ class _Statements:
             found: Any = value
         elif isinstance(value, str):
             found = self._render(value)
+        elif isinstance(value, RemovalStatements):  # statements by name
+            found = RemovalStatements._make(self._render(v) for v in value)
         else:
             found = tuple(self._render(v) for v in value)
         setattr(self, name, found)  # kept: later reads do not come here
