@@ -2,11 +2,20 @@
 
 Besides :class:`Checkpointer`, the capabilities a backend may add, each a small protocol:
 :class:`LeaseStore` (workers' leases), :class:`ControlStore` (cancel, delete, repair and
-approval deadlines) and :class:`Listings` (keyset pages of runs and pending approvals).
+approval deadlines) and :class:`Listings` (keyset pages of runs and pending approvals). The
+keywords of the lease capability's methods are typed dicts (:class:`LeasePutOptions`,
+:class:`InterruptOptions`, :class:`Renewal`), as the protocol's are in :mod:`.base`.
 """
 
 from ._control import ControlStore
-from ._leases import UNRECORDED_LEASE_SECONDS, ClaimedRun, LeaseStore
+from ._leases import (
+    UNRECORDED_LEASE_SECONDS,
+    ClaimedRun,
+    InterruptOptions,
+    LeasePutOptions,
+    LeaseStore,
+    Renewal,
+)
 from ._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
 from .base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .sqlite import SQLiteCheckpointer
@@ -17,11 +26,14 @@ __all__ = [
     "Checkpointer",
     "ClaimedRun",
     "ControlStore",
+    "InterruptOptions",
+    "LeasePutOptions",
     "LeaseStore",
     "Listings",
     "PendingInterrupt",
     "PendingQuery",
     "PruneResult",
+    "Renewal",
     "RunRecord",
     "RunsQuery",
     "SQLiteCheckpointer",

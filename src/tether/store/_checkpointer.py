@@ -138,7 +138,7 @@ class PlanCheckpointer(Listings, StoreOperations):
     ) -> PendingInterrupt:
         """Write an ``interrupted`` checkpoint and its pending-interrupt row in one
         transaction and mark the run ``paused`` (giving back ``release_lease_of``'s lease;
-        the keywords: :class:`~tether.store._leases.InterruptOptions`).
+        the keywords: :class:`~tether.store.InterruptOptions`).
 
         Raises:
             ConcurrentWriteError: as :meth:`put`.
