@@ -119,3 +119,25 @@ def test_resume_and_fork_refuse_a_graph_that_gained_an_unreachable_node(store: A
     pending = store.get_pending_interrupt("g1")
     assert pending is not None and pending.resume_value is None and not pending.claimed_by
     assert [r.execution_id for r in store.list_runs()] == ["g1"]
+
+
+def test_edges_are_tried_in_the_order_added_whatever_comes_after_a_plain_one(
+    store: Any,
+) -> None:
+    # A plain first edge is always taken; a conditional or bounded first edge is tried first.
+    plain = Chain("plain-first", store)
+    for key in ("a", "b", "c"):
+        plain.add_node(key, _set(key, 1))
+    plain.add_edge("a", "b").add_edge("a", "c", condition=lambda s: True)
+    assert _nodes(store, plain.run({}, execution_id="p1").execution_id) == ["a", "b", "run_end"]
+    cond = Chain("cond-first", store)
+    for key in ("a", "b", "c"):
+        cond.add_node(key, _set(key, 1))
+    cond.add_edge("a", "c", condition=lambda s: s["a"] == 1).add_edge("a", "b")
+    assert _nodes(store, cond.run({}, execution_id="c1").execution_id) == ["a", "c", "run_end"]
+    loop = Chain("bounded-first", store)
+    for key in ("a", "b"):
+        loop.add_node(key, _set(key, 1))
+    loop.add_edge("a", "a", max_iterations=2).add_edge("a", "b")
+    loop.run({}, execution_id="l1")
+    assert _nodes(store, "l1") == ["a", "a", "a", "b", "run_end"]

@@ -43,6 +43,10 @@ class Routes:
         self.edge_count = 0
         self._order: dict[str, int] = {}
         self._sequence: list[str] = []
+        # source -> target for a node whose first edge has no condition and no bound: it is
+        # always taken (edges are tried in the order added), so the usual step routes with
+        # one lookup.
+        self._only: dict[str, str] = {}
 
     def add_node(self, node_id: str) -> None:
         self._order[node_id] = len(self._order)
@@ -50,8 +54,11 @@ class Routes:
         self.edges.setdefault(node_id, [])
 
     def add_edge(self, edge: Edge) -> None:
-        self.edges[edge.source].append(edge)
+        edges = self.edges[edge.source]
+        edges.append(edge)
         self.edge_count += 1
+        if len(edges) == 1 and edge.condition is None and edge.max_iterations is None:
+            self._only[edge.source] = edge.target
 
     def node_index(self, node_id: str) -> int:
         """The position ``node_id`` was added at (from 0); ``-1`` for an unknown id."""
@@ -100,6 +107,9 @@ class Routes:
         Returns:
             The next node's id, or ``None`` when no edge is taken (the run ends).
         """
+        only = self._only.get(node_id)
+        if only is not None:
+            return only
         if self.is_sequence:
             following = self.successors(node_id)
             return following[0] if following else None
