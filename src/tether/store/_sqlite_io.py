@@ -277,9 +277,9 @@ def _bind(sql: str, params: Any) -> tuple[str, Any]:
     return sql, values
 
 
-_BLOBS: Final = frozenset({"state", "node_input", "node_output", "iteration_counters"}) | {
-    "interrupt_context"
-}
+_BLOBS: Final = frozenset(
+    {"state", "node_input", "node_output", "iteration_counters", "interrupt_context"}
+)
 # The columns a step may leave NULL: the last eight (the ones before are NOT NULL, so a None
 # there is bound as one and refused by the table, as through _bind).
 _NULLABLE: Final = STEP_FIELDS.index("node_input")
