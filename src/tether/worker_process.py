@@ -51,7 +51,7 @@ from ._deadlines import apply_due
 from ._queue import aenqueue, enqueue, lease_store
 from .engine.lease import Lease, adopted, give_back_after_raise, heartbeats
 from .engine.owners import activate, deactivate, new_owner
-from .engine.sync import run_sync
+from .engine.sync import raise_if_cancel_requested, run_sync
 from .errors import (
     ConfigurationError,
     LeaseLost,
@@ -355,6 +355,7 @@ async def arun_worker(
             except StoreError as exc:
                 log.warning("claim failed: %s", exc)
                 got = 0
+            raise_if_cancel_requested()  # a cancel a store call's await swallowed still stops it
             if got and len(worker.active) < concurrency:
                 continue
             if worker.active:
@@ -365,6 +366,7 @@ async def arun_worker(
                 )
             else:
                 await asyncio.sleep(poll_interval_seconds)
+            raise_if_cancel_requested()
         if worker.active:
             await asyncio.wait(list(worker.active.values()))
     finally:

@@ -1,6 +1,7 @@
 """A run whose drive raised is given back for a retry, never kept by a live process that no
 longer drives it; ``max_attempts`` still stops one that fails every time (``docs/workers.md``,
-"When a drive raises")."""
+"When a drive raises"); a cancelled worker or drive stops even when an ``await`` inside a
+store call swallowed the cancel."""
 
 from __future__ import annotations
 
@@ -207,3 +208,99 @@ def test_a_queued_run_whose_input_the_runner_refuses_fails_at_once_naming_why(st
     assert stats.errors == 0 and stats.dead_lettered == 0 and stats.refused == 1, stats
     assert store.get_run("good-input").status == "completed"
     assert store.list("bad-input") == []
+
+
+def test_a_cancel_swallowed_by_a_store_call_still_stops_the_worker(store, monkeypatch):
+    # CPython 3.11's asyncio.wait_for returns the inner result when its future finished as the
+    # cancel landed (gh-86296); psycopg_pool waits for a free connection that way. The cancel
+    # request is then lost as an exception but still counted on the task: the worker must stop.
+    state = {"started": 0, "finished": 0, "swallowed": 0}
+    holding = asyncio.Event()
+    claim_runs = store.aclaim_runs
+
+    async def swallowing_claim(**kwargs: Any) -> Any:
+        inner = asyncio.ensure_future(claim_runs(**kwargs))
+        if not state["started"]:
+            return await inner
+        holding.set()
+        try:
+            return await asyncio.shield(asyncio.sleep(5))
+        except asyncio.CancelledError:
+            state["swallowed"] += 1
+            return await inner  # as wait_for does when the inner call finished meanwhile
+
+    monkeypatch.setattr(store, "aclaim_runs", swallowing_claim)
+
+    async def long_step(s: dict[str, Any]) -> dict[str, Any]:
+        state["started"] += 1
+        await asyncio.sleep(2)
+        state["finished"] += 1
+        return {"done": True}
+
+    chain = Chain("long", store)
+    chain.add_node("step", long_step)
+    tether.enqueue(store, "long", {}, execution_id="long")
+
+    async def main() -> None:
+        worker = asyncio.create_task(
+            tether.arun_worker(
+                tether.Registry(chain), store, lease_seconds=5, poll_interval_seconds=0.01
+            )
+        )
+        await asyncio.wait_for(holding.wait(), 10)
+        worker.cancel()
+        done, _ = await asyncio.wait([worker], timeout=5)
+        assert done, "the worker went on after its cancel was swallowed"
+        with pytest.raises(asyncio.CancelledError):
+            await worker
+
+    asyncio.run(main())
+    assert state == {"started": 1, "finished": 0, "swallowed": 1}
+    assert store.get_run("long").status == "running"
+
+
+def test_a_cancel_swallowed_by_a_step_commit_stops_the_drive_before_the_next_step(
+    store, monkeypatch
+):
+    ran: list[str] = []
+    holding = asyncio.Event()
+    swallowed = []
+    aput = store.aput
+
+    async def swallowing_aput(cp: Checkpoint, **kwargs: Any) -> Any:
+        inner = asyncio.ensure_future(aput(cp, **kwargs))
+        if cp.node_id != "first":
+            return await inner
+        holding.set()
+        try:
+            return await asyncio.shield(asyncio.sleep(5))
+        except asyncio.CancelledError:
+            swallowed.append(cp.node_id)
+            return await inner  # as wait_for does when the inner call finished meanwhile
+
+    monkeypatch.setattr(store, "aput", swallowing_aput)
+
+    def step(name: str) -> Any:
+        def node(s: dict[str, Any]) -> dict[str, Any]:
+            ran.append(name)
+            return {name: True}
+
+        return node
+
+    chain = Chain("two", store)
+    chain.add_node("first", step("first"))
+    chain.add_node("second", step("second"))
+
+    async def main() -> None:
+        drive = asyncio.create_task(chain.arun({}, execution_id="two"))
+        await asyncio.wait_for(holding.wait(), 10)
+        drive.cancel()
+        done, _ = await asyncio.wait([drive], timeout=5)
+        assert done, "the drive went on after its cancel was swallowed"
+        with pytest.raises(asyncio.CancelledError):
+            await drive
+
+    asyncio.run(main())
+    assert ran == ["first"] and swallowed == ["first"]
+    # The first step's commit landed; the run is left to be resumed at the second.
+    assert [cp.node_id for cp in store.list("two")] == ["first"]

@@ -42,6 +42,7 @@ from ..engine.nesting import (
     outer_frames,
     tool_step_scope,
 )
+from ..engine.sync import raise_if_cancel_requested
 from ..errors import InterruptSignal, StoreError
 from ..interrupt import Answer, InterruptScope, interrupt_scope
 from ..llm.messages import Message, ToolCall, Usage
@@ -243,6 +244,7 @@ class _Loop:
         reasks_left = MAX_OUTPUT_REASKS
         specs = [t.spec for t in agent.tools.values()]
         while True:
+            raise_if_cancel_requested()  # one a store call's await swallowed stops here
             if calls:
                 paused = await self._tools(calls, reinvoke, skip, answers)
                 if paused is not None:

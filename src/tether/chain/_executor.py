@@ -23,6 +23,7 @@ from ..engine.nesting import (
     fork_source,
     outer_frame,
 )
+from ..engine.sync import raise_if_cancel_requested
 from ..errors import (
     ConfigurationError,
     InterruptSignal,
@@ -229,6 +230,7 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
+                raise_if_cancel_requested()  # one a store call's await swallowed stops here
                 if node_id not in chain.nodes:
                     raise ConfigurationError(
                         f"run {eid!r} continues at node {node_id!r}, which chain "

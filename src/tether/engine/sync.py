@@ -14,9 +14,27 @@ from typing import Any, TypeVar
 from .._context import sync_drive
 from ..errors import ConfigurationError
 
-__all__ = ["run_sync"]
+__all__ = ["raise_if_cancel_requested", "run_sync"]
 
 T = TypeVar("T")
+
+
+def raise_if_cancel_requested() -> None:
+    """Raise ``asyncio.CancelledError`` if the current task was asked to stop and the request
+    was lost on the way.
+
+    CPython 3.11's ``asyncio.wait_for`` returns the inner result when the inner future finished
+    as the cancel landed (gh-86296), and psycopg_pool waits for a free connection that way: the
+    ``CancelledError`` never reaches the caller, but the request stays counted on the task
+    (``Task.cancelling()``). Loops that must stop when cancelled (a worker's claim loop, a
+    drive between steps) call this after their awaits. A no-op outside a task.
+
+    Raises:
+        asyncio.CancelledError: a cancel of the current task is pending.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _finish_leftovers(loop: asyncio.AbstractEventLoop) -> None:
