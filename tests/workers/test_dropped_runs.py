@@ -138,8 +138,8 @@ def test_an_in_process_drive_whose_store_went_away_leaves_its_lease_to_lapse_unr
     assert store.get_run("away").owner == "w:1:x"
 
 
-def test_a_cancelled_worker_stops_its_drives_and_stops_renewing_their_leases(store):
-    state = {"started": 0, "finished": 0}
+def _enqueue_a_long_run(store: Any, state: dict[str, int]) -> tether.Registry:
+    """A queued run "long" whose one step counts ``started``, sleeps 2 s, counts ``finished``."""
 
     async def long_step(s: dict[str, Any]) -> dict[str, Any]:
         state["started"] += 1
@@ -150,12 +150,16 @@ def test_a_cancelled_worker_stops_its_drives_and_stops_renewing_their_leases(sto
     chain = Chain("long", store)
     chain.add_node("step", long_step)
     tether.enqueue(store, "long", {}, execution_id="long")
+    return tether.Registry(chain)
+
+
+def test_a_cancelled_worker_stops_its_drives_and_stops_renewing_their_leases(store):
+    state = {"started": 0, "finished": 0}
+    registry = _enqueue_a_long_run(store, state)
 
     async def main() -> None:
         worker = asyncio.create_task(
-            tether.arun_worker(
-                tether.Registry(chain), store, lease_seconds=0.3, poll_interval_seconds=0.01
-            )
+            tether.arun_worker(registry, store, lease_seconds=0.3, poll_interval_seconds=0.01)
         )
         while not state["started"]:
             await asyncio.sleep(0.01)
@@ -210,52 +214,55 @@ def test_a_queued_run_whose_input_the_runner_refuses_fails_at_once_naming_why(st
     assert store.list("bad-input") == []
 
 
+class _SwallowedCancel:
+    """Makes ``store.<method>`` swallow one cancel, as CPython 3.11's ``asyncio.wait_for`` does
+    when its inner future finished as the cancel landed (gh-86296; psycopg_pool waits for a free
+    connection that way): the call ``holds(*args, **kwargs)`` picks sets ``holding`` and waits
+    for a cancel, then returns the call's result instead of raising. The request stays counted
+    on the task (``Task.cancelling()``)."""
+
+    def __init__(self, monkeypatch: Any, store: Any, method: str, holds: Any) -> None:
+        self.holding = asyncio.Event()
+        self.swallowed = 0
+        call = getattr(store, method)
+
+        async def swallowing(*args: Any, **kwargs: Any) -> Any:
+            inner = asyncio.ensure_future(call(*args, **kwargs))
+            if not holds(*args, **kwargs):
+                return await inner
+            self.holding.set()
+            try:
+                return await asyncio.shield(asyncio.sleep(5))
+            except asyncio.CancelledError:
+                self.swallowed += 1
+                return await inner
+
+        monkeypatch.setattr(store, method, swallowing)
+
+    async def cancel_when_holding(self, task: asyncio.Task[Any]) -> None:
+        """Cancel ``task`` inside the held call; it must stop within 5 s all the same."""
+        await asyncio.wait_for(self.holding.wait(), 10)
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=5)
+        assert done, "the task went on after its cancel was swallowed"
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 def test_a_cancel_swallowed_by_a_store_call_still_stops_the_worker(store, monkeypatch):
-    # CPython 3.11's asyncio.wait_for returns the inner result when its future finished as the
-    # cancel landed (gh-86296); psycopg_pool waits for a free connection that way. The cancel
-    # request is then lost as an exception but still counted on the task: the worker must stop.
-    state = {"started": 0, "finished": 0, "swallowed": 0}
-    holding = asyncio.Event()
-    claim_runs = store.aclaim_runs
-
-    async def swallowing_claim(**kwargs: Any) -> Any:
-        inner = asyncio.ensure_future(claim_runs(**kwargs))
-        if not state["started"]:
-            return await inner
-        holding.set()
-        try:
-            return await asyncio.shield(asyncio.sleep(5))
-        except asyncio.CancelledError:
-            state["swallowed"] += 1
-            return await inner  # as wait_for does when the inner call finished meanwhile
-
-    monkeypatch.setattr(store, "aclaim_runs", swallowing_claim)
-
-    async def long_step(s: dict[str, Any]) -> dict[str, Any]:
-        state["started"] += 1
-        await asyncio.sleep(2)
-        state["finished"] += 1
-        return {"done": True}
-
-    chain = Chain("long", store)
-    chain.add_node("step", long_step)
-    tether.enqueue(store, "long", {}, execution_id="long")
+    state = {"started": 0, "finished": 0}
+    # The claim after the step started swallows the worker's cancel.
+    swallow = _SwallowedCancel(monkeypatch, store, "aclaim_runs", lambda **_: state["started"])
+    registry = _enqueue_a_long_run(store, state)
 
     async def main() -> None:
         worker = asyncio.create_task(
-            tether.arun_worker(
-                tether.Registry(chain), store, lease_seconds=5, poll_interval_seconds=0.01
-            )
+            tether.arun_worker(registry, store, lease_seconds=5, poll_interval_seconds=0.01)
         )
-        await asyncio.wait_for(holding.wait(), 10)
-        worker.cancel()
-        done, _ = await asyncio.wait([worker], timeout=5)
-        assert done, "the worker went on after its cancel was swallowed"
-        with pytest.raises(asyncio.CancelledError):
-            await worker
+        await swallow.cancel_when_holding(worker)
 
     asyncio.run(main())
-    assert state == {"started": 1, "finished": 0, "swallowed": 1}
+    assert state == {"started": 1, "finished": 0} and swallow.swallowed == 1
     assert store.get_run("long").status == "running"
 
 
@@ -263,22 +270,7 @@ def test_a_cancel_swallowed_by_a_step_commit_stops_the_drive_before_the_next_ste
     store, monkeypatch
 ):
     ran: list[str] = []
-    holding = asyncio.Event()
-    swallowed = []
-    aput = store.aput
-
-    async def swallowing_aput(cp: Checkpoint, **kwargs: Any) -> Any:
-        inner = asyncio.ensure_future(aput(cp, **kwargs))
-        if cp.node_id != "first":
-            return await inner
-        holding.set()
-        try:
-            return await asyncio.shield(asyncio.sleep(5))
-        except asyncio.CancelledError:
-            swallowed.append(cp.node_id)
-            return await inner  # as wait_for does when the inner call finished meanwhile
-
-    monkeypatch.setattr(store, "aput", swallowing_aput)
+    swallow = _SwallowedCancel(monkeypatch, store, "aput", lambda cp, **_: cp.node_id == "first")
 
     def step(name: str) -> Any:
         def node(s: dict[str, Any]) -> dict[str, Any]:
@@ -292,15 +284,9 @@ def test_a_cancel_swallowed_by_a_step_commit_stops_the_drive_before_the_next_ste
     chain.add_node("second", step("second"))
 
     async def main() -> None:
-        drive = asyncio.create_task(chain.arun({}, execution_id="two"))
-        await asyncio.wait_for(holding.wait(), 10)
-        drive.cancel()
-        done, _ = await asyncio.wait([drive], timeout=5)
-        assert done, "the drive went on after its cancel was swallowed"
-        with pytest.raises(asyncio.CancelledError):
-            await drive
+        await swallow.cancel_when_holding(asyncio.create_task(chain.arun({}, execution_id="two")))
 
     asyncio.run(main())
-    assert ran == ["first"] and swallowed == ["first"]
+    assert ran == ["first"] and swallow.swallowed == 1
     # The first step's commit landed; the run is left to be resumed at the second.
     assert [cp.node_id for cp in store.list("two")] == ["first"]
