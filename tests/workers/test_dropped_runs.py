@@ -9,7 +9,7 @@ import asyncio
 import datetime as dt
 import signal
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,6 +19,7 @@ from tests.support.waiting import wait_for
 from tests.workers.procs import spawn_worker, stop_all
 from tether import Chain
 from tether.checkpoint import Checkpoint
+from tether.engine.claim import claim_heartbeat
 from tether.errors import CorruptRecordError, StoreUnavailableError
 
 LEASE_SECONDS = 3.0
@@ -290,3 +291,29 @@ def test_a_cancel_swallowed_by_a_step_commit_stops_the_drive_before_the_next_ste
     assert ran == ["first"] and swallow.swallowed == 1
     # The first step's commit landed; the run is left to be resumed at the second.
     assert [cp.node_id for cp in store.list("two")] == ["first"]
+
+
+def test_a_cancel_swallowed_by_a_claim_renewal_does_not_hang_the_drive():
+    holding = asyncio.Event()
+    swallowed: list[bool] = []
+
+    class Renewing:  # only what claim_heartbeat calls
+        async def arenew_claim(self, execution_id: str, *, owner: str, lease_seconds: float):
+            if not swallowed:
+                holding.set()
+                try:
+                    await asyncio.shield(asyncio.sleep(5))
+                except asyncio.CancelledError:
+                    swallowed.append(True)  # once, as 3.11's wait_for may
+            return True
+
+    async def beating() -> None:
+        async with claim_heartbeat(cast(Any, Renewing()), "r", "w:1:x", 0.03):
+            await holding.wait()  # the beat is inside its renewal: leaving cancels it there
+
+    async def main() -> None:
+        done, _ = await asyncio.wait([asyncio.create_task(beating())], timeout=3)
+        assert done, "the heartbeat went on renewing after its cancel: the drive hangs"
+
+    asyncio.run(main())
+    assert swallowed == [True]

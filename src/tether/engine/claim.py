@@ -15,6 +15,7 @@ from ..interrupt import Answer, Resume, answers_with, pending_identity, stored_a
 from ..store.base import Checkpointer, PendingInterrupt
 from .lease import current as current_lease
 from .owners import new_owner, process_is_dead
+from .sync import raise_if_cancel_requested
 
 __all__ = ["DEFAULT_CLAIM_LEASE_SECONDS", "claim", "claim_heartbeat", "question_changed"]
 
@@ -154,6 +155,7 @@ async def claim_heartbeat(
             await asyncio.sleep(lease_seconds / 3)
             if not await store.arenew_claim(execution_id, owner=owner, lease_seconds=lease_seconds):
                 return
+            raise_if_cancel_requested()  # else a cancel the renewal swallowed hangs the drive
 
     task = asyncio.create_task(beat())
     try:
