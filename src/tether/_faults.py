@@ -43,6 +43,10 @@ def _parse(spec: str) -> dict[str, int]:
 
 
 _armed: dict[str, int] = _parse(os.environ.get("TETHER_FAULT", ""))
+ARMED: Final = _armed
+"""The armed fault points (empty when none is): a hot loop tests it before calling :func:`fault`,
+one call less a step. :func:`rearm` changes it in place, so a name imported from here stays
+the live one."""
 _hits: dict[str, int] = {}
 _raise_instead = False
 
@@ -65,7 +69,8 @@ def fault(name: str) -> None:
 def rearm(spec: str, *, raise_instead: bool = False) -> None:
     """Arm faults from a spec string (tests in the same process use this); with
     ``raise_instead`` an armed point raises :class:`SimulatedCrash` instead of killing."""
-    global _armed, _raise_instead
-    _armed = _parse(spec)
+    global _raise_instead
+    _armed.clear()
+    _armed.update(_parse(spec))
     _raise_instead = raise_instead
     _hits.clear()

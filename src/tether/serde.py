@@ -69,6 +69,7 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 TAG = "__tether__"
 _PLAIN = (str, bool, type(None))
+_PLAIN_TYPES = frozenset(_PLAIN)
 _MAX_INT = 2**63 - 1
 _MIN_INT = -(2**63)
 
@@ -187,6 +188,8 @@ def _to_jsonable(value: Any, path: str) -> Any:
             tv = type(v)
             if tv in _PLAIN or (tv is float and v - v == 0.0):
                 continue
+            if tv is list and _PLAIN_TYPES.issuperset(map(type, v)):
+                continue  # a list of str/bool/None, as a step's "updated_keys": checked in C
             c = _to_jsonable(v, _key_path(path, k))
             if c is not v:
                 if out is None:

@@ -283,9 +283,9 @@ def encode_next(
 
 
 def _dump_obj(items: dict[str, bytes] | dict[str, Encoded]) -> bytes:
-    if len(items) == 1:  # the common delta: one key changed
+    if len(items) == 1:  # the common delta: one key changed (its value inline: a call less)
         for k, v in items.items():
-            return b"{" + orjson.dumps(k) + b":" + _as_bytes(v) + b"}"
+            return b"{" + orjson.dumps(k) + b":" + (v.join() if isinstance(v, Chunks) else v) + b"}"
     return b"{" + b",".join(orjson.dumps(k) + b":" + _as_bytes(v) for k, v in items.items()) + b"}"
 
 
