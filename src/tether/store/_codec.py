@@ -128,7 +128,8 @@ def checkpoint_params(
     node_output = None if output is None else serde.dumps(output, "node_output")
     counters = cp.iteration_counters
     counters_json = serde.dumps(counters, "iteration_counters") if counters else None
-    context = dump_json(cp.interrupt_context, "interrupt_context")
+    context = cp.interrupt_context
+    context = None if context is None else serde.dumps(context, "interrupt_context")
     kind, payload, new_head = encode_next(head, cp.state_snapshot, force_full=force_full)
     if compress_min_bytes is not None and len(payload) >= compress_min_bytes:
         payload = compress_state(payload, compress_min_bytes, delta=kind == "delta")
