@@ -161,7 +161,9 @@ def test_a_run_in_a_worker_process_stops_at_the_next_step_boundary_with_effects_
         "w",
         lease_seconds=LEASE_SECONDS,
         app=APP,
-        env={"TETHER_TEST_STEP_SECONDS": "1.0"},
+        # A synchronous n2 is stopped only by its refused commit, so the cancel below must land
+        # within n2's step: 3 s leaves room for a loaded 2-core machine (1 s did not always).
+        env={"TETHER_TEST_STEP_SECONDS": "3.0"},
     )
     try:
         wait_for(lambda: "started:n2" in _ledger(store), "step n2 to start", 30)
@@ -187,7 +189,7 @@ def test_a_run_in_a_worker_process_stops_at_the_next_step_boundary_with_effects_
     # n2's commit, if it came after the cancel, was refused: n2 is not in the timeline.
     assert labels == ["node completed", "run cancelled"], labels
     assert store.list(eid)[-1].node_output["status_before"] == "running"
-    if runner == "steps_async":  # cancelled at its await, not after its 1 s sleep
+    if runner == "steps_async":  # cancelled at its await, not after its 3 s sleep
         assert stopped_after < LEASE_SECONDS
     same = Chain(runner, store)
     for node in ("n1", "n2", "n3", "n4"):
