@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,6 @@ from ..engine.nesting import (
     fork_source,
     outer_frame,
 )
-from ..engine.sync import raise_if_cancel_requested
 from ..errors import (
     ConfigurationError,
     InterruptSignal,
@@ -227,10 +227,12 @@ async def _drive(chain: Chain, store: Checkpointer, eid: str, cur: _Cursor) -> C
     results: dict[str, Any] = {}
     routes = chain.routes  # Chain.route and node_index, one call less a step
     deadline = await _deadline(chain, store, eid)
+    task = asyncio.current_task()  # as engine.sync.raise_if_cancel_requested, inline
     with run_scope(ctx), _trace.run(chain.kind, chain.name, eid):
         async with claim_heartbeat(store, eid, owner, chain.claim_lease_seconds):
             while node_id is not None:
-                raise_if_cancel_requested()  # one a store call's await swallowed stops here
+                if task is not None and task.cancelling():  # a cancel an await swallowed
+                    raise asyncio.CancelledError
                 if node_id not in chain.nodes:
                     raise ConfigurationError(
                         f"run {eid!r} continues at node {node_id!r}, which chain "
