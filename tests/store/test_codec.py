@@ -853,3 +853,43 @@ def test_a_damaged_idempotent_result_is_a_corrupt_record_naming_the_run_and_the_
     ):
         with pytest.raises(CorruptRecordError, match=error):
             read()
+
+
+@pytest.mark.parametrize(
+    ("stored", "readable"),
+    [
+        ('{"a":{"log":["b"]}}', True),  # JSON as TEXT: what SQLite's shell stores for a literal
+        ("garbage", False),
+        (7, False),
+    ],
+)
+def test_a_delta_row_stored_as_text_or_a_number_is_read_or_refused_naming_the_row(
+    store, stored, readable
+):
+    """A delta's state rewritten by hand with another SQL type (SQLite keeps any type in any
+    column): JSON text replays as its bytes would; anything else is a corrupt record naming
+    the run and the seq, on the resume and listing paths, never a TypeError."""
+    if hasattr(store, "schema"):
+        pytest.skip("Postgres' bytea column holds bytes only: no other SQL type to store")
+    eid = "run-typed"
+    store.create_run(RunRecord(eid, "chain-t", "chain"))
+    for n, log in enumerate([["a"], ["a", "b"], ["a", "b", "c"]]):
+        store.put(Checkpoint(eid, f"n{n}", "node", "completed", {"log": log}))
+    select = "SELECT seq, state_kind FROM {t} WHERE execution_id = %s ORDER BY seq"
+    kinds = _raw_sql(store, select, (eid,))
+    assert [k for _, k in kinds] == ["full", "delta", "delta"]
+    update = "UPDATE {t} SET state = %s WHERE execution_id = %s AND seq = %s"
+    _raw_sql(store, update, (stored, eid, kinds[1][0]))
+    fresh = _reopen(store)
+    try:
+        if readable:
+            cp, _ = fresh.get_resumable(eid)
+            assert cp is not None and cp.state_snapshot == {"log": ["a", "b", "c"]}
+            assert [c.state_snapshot["log"] for c in fresh.list(eid)][-1] == ["a", "b", "c"]
+            return
+        for read in (lambda: fresh.get_resumable(eid), lambda: fresh.list(eid)):
+            with pytest.raises(CorruptRecordError) as info:
+                read()
+            assert eid in info.value.message and f"seq {kinds[1][0]}" in info.value.message
+    finally:
+        fresh.close()

@@ -102,6 +102,8 @@ def replay_in_place(
     track: Track | None = None
     keep: Callable[[bytes], None] = _ignore
     for seq, kind, payload in rows:
+        if type(payload) is not bytes:
+            payload = _payload_bytes(execution_id, seq, payload)
         if kind == "delta":
             if payload.endswith(_APPEND_CLOSE):
                 if key is None or not payload.startswith(opening):
@@ -141,6 +143,23 @@ def _ignore(part: bytes) -> None:
     pass
 
 
+def _payload_bytes(execution_id: str | None, seq: int, payload: object) -> bytes:
+    """A row's state as bytes: text (a row edited by hand in SQLite's shell is stored as TEXT)
+    as its UTF-8, a buffer copied.
+
+    Raises:
+        CorruptRecordError: the state is neither (a number, NULL), naming the run and the seq.
+    """
+    if isinstance(payload, str):
+        return payload.encode("utf-8", "surrogatepass")
+    if isinstance(payload, bytearray | memoryview):
+        return bytes(payload)
+    raise CorruptRecordError(
+        f"run {execution_id!r}, seq {seq}: stored state is {type(payload).__name__}, not JSON",
+        execution_id=execution_id,
+    )
+
+
 def _track(tracks: Tracks, key: str, into: list[Any]) -> Track:
     """The track of ``into``, the list at ``key``, continued if it still describes it."""
     track = tracks.get(key)
@@ -171,6 +190,8 @@ def apply_row_of(
     in_place: bool = False,
 ) -> dict[str, Any]:
     """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
+    if type(payload) is not bytes:
+        payload = _payload_bytes(execution_id, seq, payload)
     try:
         return apply_row(cur, kind, payload, in_place=in_place)
     except CorruptRecordError as exc:
