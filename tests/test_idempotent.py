@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 
 from tether import Chain, Resume, SerializationError, current_idempotency_key, idempotent, interrupt
 
@@ -134,3 +138,109 @@ async def test_a_result_that_cannot_be_cached_fails_the_step_and_the_body_never_
 
 async def _awaiting(coro):
     return {"r": await coro}
+
+
+def _effect(sent: list, what: str, order: str, result: str) -> str:
+    sent.append((what, order))
+    return result
+
+
+def _poster(channel: str, sent: list):
+    @idempotent
+    def post(text: str) -> str:
+        sent.append((channel, text))
+        return f"posted to {channel}"
+
+    return post
+
+
+def test_two_functions_of_one_qualified_name_are_two_effects(store):
+    """Closures a factory made with other captured values, and two lambdas of one module
+    share their qualified name: each still runs its own body once."""
+    sent: list = []
+    slack, pager = _poster("slack", sent), _poster("pager", sent)
+    refund = idempotent(lambda order: _effect(sent, "refund", order, "refunded"))
+    cancel = idempotent(lambda order: _effect(sent, "cancel", order, "cancelled"))
+    chain = Chain("idem-names", store)
+
+    def node(state):
+        out = [slack("approved"), pager("approved"), refund("A-1"), cancel("A-1")]
+        again = [slack("approved"), pager("approved"), refund("A-1"), cancel("A-1")]
+        assert again == out
+        return {"out": out}
+
+    chain.add_node("n", node)
+    result = chain.run({})
+    assert result.state["out"] == ["posted to slack", "posted to pager", "refunded", "cancelled"]
+    effects = [("slack", "approved"), ("pager", "approved"), ("refund", "A-1"), ("cancel", "A-1")]
+    assert sent == effects
+    assert len(store.list_idempotent(result.execution_id)) == 4
+
+
+def test_a_closure_made_again_on_reentry_keeps_its_key_even_if_it_changes_what_it_captured(store):
+    """The re-entered step makes its closures anew: the same captured values give the same
+    key, and a captured list the body appends to counts by its type only (so a cache hit,
+    which skips the body, does not change the next call's key)."""
+    calls: list = []
+    chain = Chain("idem-reentry", store)
+
+    def node(state):
+        done: list = []
+
+        @idempotent
+        def send(to: str) -> str:
+            done.append(to)
+            calls.append(to)
+            return to
+
+        send("a")
+        send("b")
+        interrupt("ok?", None)
+        return {"done": True}
+
+    chain.add_node("n", node)
+    paused = chain.run({})
+    assert chain.resume(paused.execution_id, Resume(True)).status == "completed"
+    assert calls == ["a", "b"]
+
+
+def test_default_keys_are_the_same_in_another_process():
+    """Keys of a module-level function, a factory's closure and a lambda, from a fresh
+    interpreter (another hash seed): a resume in another process must find them."""
+    script = (
+        "import json, tests.test_idempotent as t; "
+        "print(json.dumps([t._module_level.idempotency_key(1), "
+        "t._poster('slack', []).idempotency_key('x'), t._lambda.idempotency_key(2)]))"
+    )
+    here = [
+        _module_level.idempotency_key(1),
+        _poster("slack", []).idempotency_key("x"),
+        _lambda.idempotency_key(2),
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "random"},
+    )
+    assert json.loads(out.stdout) == here
+    assert len(set(here)) == 3
+
+
+@idempotent
+def _module_level(n: int) -> int:
+    return n
+
+
+_lambda = idempotent(lambda n: n)
+
+
+def test_a_module_level_function_keeps_the_key_earlier_versions_stored():
+    import hashlib
+
+    from tether import serde
+
+    name = f"{__name__}._module_level"
+    expected = hashlib.sha256(name.encode() + b"\0" + serde.canonical_dumps({"n": 1})).hexdigest()
+    assert _module_level.idempotency_key(1) == expected

@@ -6,7 +6,9 @@ Inside a run, the first call with a given key runs the body and caches its JSON 
 do not run the body. Outside any run it is a plain call.
 
 The default key is the sha256 of the function's qualified name and its canonically
-JSON-encoded, signature-bound arguments, so ``f(1, b=2)`` and ``f(1, 2)`` share a key. Pass
+JSON-encoded, signature-bound arguments, so ``f(1, b=2)`` and ``f(1, 2)`` share a key; a
+lambda adds its place in its file and a nested function the values it captured that cannot
+change (strings, numbers...: see :func:`_identity`), so two of them never share a key. Pass
 ``key=`` (a string, or a callable taking the same arguments) to choose it. While the body runs,
 :func:`current_idempotency_key` returns the key, ready to pass on as a provider's idempotency
 key (a payment API's ``Idempotency-Key`` header) so the effect is also deduplicated remotely.
@@ -130,7 +132,54 @@ def _derive_key(
             path=exc.path,
             type_name=exc.type_name,
         ) from exc
-    return hashlib.sha256(name.encode() + b"\0" + encoded).hexdigest()
+    return hashlib.sha256(_identity(fn, name).encode() + b"\0" + encoded).hexdigest()
+
+
+_SCALARS: tuple[type, ...] = (str, int, float, bool, bytes, type(None))
+
+
+def _identity(fn: Callable[..., Any], name: str) -> str:
+    """What tells ``fn`` from the other functions of its qualified ``name`` in its module
+    (docs/design.md §6): nothing for a module-level function or a method (their keys are what
+    they always were); a lambda's place in its file; a nested function's captured values.
+
+    A nested function made twice by one factory, or two lambdas of one module, share their
+    qualified name: by name alone, the second would be handed the first's cached result and
+    its body would never run. A captured value counts when it cannot change: a number, a
+    string, bytes, ``None``, or a tuple or frozenset of those; a function or class by its
+    qualified name; anything else (a client, a list the body appends to) by its type's name
+    only, so a body that mutates what it captured keeps its key on a re-entered step.
+    """
+    qualname = fn.__qualname__
+    if "<" not in qualname:  # neither <lambda> nor <locals>
+        return name
+    code = getattr(fn, "__code__", None)
+    if code is None:  # pragma: no cover - a callable object with a nested class's qualname
+        return name
+    parts = [name]
+    if qualname.endswith("<lambda>"):
+        # The body's first position (the RESUME before it has none of its own): two lambdas
+        # on one line differ by their column.
+        body = [(line, col) for line, _, col, end in code.co_positions() if end]
+        parts.append(f"@{body[0][0]}:{body[0][1]}" if body else f"@{code.co_firstlineno}")
+    for var, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a cell not yet bound
+            value = None
+        parts.append(f"{var}={_captured(value)}")
+    return "\0".join(parts)
+
+
+def _captured(value: Any) -> str:
+    if isinstance(value, _SCALARS) or (
+        isinstance(value, tuple | frozenset) and all(isinstance(v, _SCALARS) for v in value)
+    ):
+        items = sorted(value, key=repr) if isinstance(value, frozenset) else value
+        return f"{type(value).__name__}:{items!r}"
+    if inspect.isfunction(value) or inspect.isclass(value):
+        return f"{value.__module__}.{value.__qualname__}"
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 @overload
