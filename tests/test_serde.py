@@ -295,3 +295,43 @@ def test_a_step_with_a_value_nested_past_the_recursion_limit_fails_and_the_run_r
     assert [c.node_id for c in store.list(failed.execution_id)] == ["a", "run_end"]
     again = chain.resume(failed.execution_id)
     assert again.status == ("paused" if where == "context" else "completed")
+
+
+def test_frozenset_and_bytearray_come_back_as_themselves():
+    # Before, they came back as a set and as bytes: a node that hashed the frozenset or
+    # appended to the bytearray worked on the first run and raised after a resume.
+    value = {"tags": frozenset({"b", "a"}), "buf": bytearray(b"\x00ab"), "s": {1}, "b": b"x"}
+    back = serde.loads(serde.dumps(value))
+    assert back == value
+    assert [type(back[k]) for k in value] == [frozenset, bytearray, set, bytes]
+
+
+def test_equal_values_of_set_and_frozenset_or_bytes_and_bytearray_hash_alike():
+    # Idempotency keys hash the canonical bytes: equal arguments give one key, as before.
+    assert serde.canonical_dumps({"x": frozenset({2, 1})}) == serde.canonical_dumps({"x": {1, 2}})
+    assert serde.canonical_dumps([bytearray(b"ab")]) == serde.canonical_dumps([b"ab"])
+    # ...and a user's dict that merely looks like such an envelope keeps its own bytes.
+    mimic = {"__tether__": "frozenset", "v": [1]}
+    assert serde.canonical_dumps(mimic) != serde.canonical_dumps({"__tether__": "set", "v": [1]})
+
+
+def test_a_resumed_run_sees_the_types_the_first_run_saw(store):
+    seen: list[tuple[type, type]] = []
+    failed_once: list[bool] = []
+
+    def b(state):
+        seen.append((type(state["tags"]), type(state["buf"])))
+        if not failed_once:
+            failed_once.append(True)
+            raise RuntimeError("crash after the first step")
+        return {"buf": state["buf"] + bytearray(b"!"), "n": hash(state["tags"]) != 0}
+
+    chain = Chain("types", store)
+    chain.add_node("a", lambda s: {"tags": frozenset({"x"}), "buf": bytearray(b"ab")})
+    chain.add_node("b", b)
+    first = chain.run({})
+    assert first.status == "failed"
+    done = chain.resume(first.execution_id)
+    assert done.status == "completed", done.error
+    assert seen == [(frozenset, bytearray)] * 2
+    assert done.output["buf"] == bytearray(b"ab!")

@@ -11,7 +11,9 @@ time               ISO 8601 string                             ``time``
 UUID               canonical string                            ``uuid``
 Decimal            string (exact)                              ``decimal``
 bytes              base64 string                               ``bytes``
+bytearray          base64 string                               ``bytearray``
 tuple / set        list                                        ``tuple`` / ``set``
+frozenset          list                                        ``frozenset``
 enum member        ``{"cls": "mod:Qual", "value": ...}``       ``enum``
 dataclass          ``{"cls": "mod:Qual", "fields": {...}}``    ``dataclass``
 pydantic model     ``{"cls": "mod:Qual", "data": {...}}``      ``pydantic``
@@ -39,7 +41,7 @@ import json
 import sys
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -231,7 +233,8 @@ def _envelope(value: Any, path: str) -> Any:
     if isinstance(value, Decimal):
         return {TAG: "decimal", "v": str(value)}
     if isinstance(value, bytes | bytearray | memoryview):
-        return {TAG: "bytes", "v": base64.b64encode(bytes(value)).decode("ascii")}
+        tag = "bytearray" if isinstance(value, bytearray) else "bytes"
+        return {TAG: tag, "v": base64.b64encode(bytes(value)).decode("ascii")}
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return {TAG: "tuple", "v": [_to_jsonable(v, f"{path}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, set | frozenset):
@@ -240,7 +243,7 @@ def _envelope(value: Any, path: str) -> Any:
             items.sort(key=orjson.dumps)
         except TypeError:  # pragma: no cover - every item is JSON by now
             pass
-        return {TAG: "set", "v": items}
+        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
     if _BaseModel is not None and isinstance(value, _BaseModel):
         data = {
             name: getattr(value, name) for name in type(value).model_fields if hasattr(value, name)
@@ -356,10 +359,14 @@ def _open(tag: Any, v: Any) -> Any:
             return Decimal(v)
         if tag == "bytes":
             return base64.b64decode(v, validate=True)
+        if tag == "bytearray":
+            return bytearray(base64.b64decode(v, validate=True))
         if tag == "tuple":
             return tuple(from_jsonable(x) for x in v)
         if tag == "set":
             return {from_jsonable(x) for x in v}
+        if tag == "frozenset":
+            return frozenset(from_jsonable(x) for x in v)
         if tag == "dict":
             return {k: from_jsonable(x) for k, x in v.items()}
         if tag == "enum":
@@ -415,11 +422,34 @@ def canonical_dumps(value: Any, path: str = "arguments") -> bytes:
         SerializationError: naming the path of the value that has no canonical encoding.
     """
     try:
-        return orjson.dumps(to_jsonable(value, path), option=orjson.OPT_SORT_KEYS)
+        out = orjson.dumps(to_jsonable(value, path), option=orjson.OPT_SORT_KEYS)
+        if b'"frozenset"' in out or b'"bytearray"' in out:  # rare: one more pass, only then
+            out = orjson.dumps(_as_equal(to_jsonable(value, path)), option=orjson.OPT_SORT_KEYS)
+        return out
     except orjson.JSONEncodeError as exc:
         if "Recursion limit" in str(exc):
             raise _too_deep(path) from exc
         raise SerializationError(f"{path} cannot be encoded as JSON: {exc}", path=path) from exc
+
+
+# The envelope tags of types equal to another's values (frozenset({1}) == {1},
+# bytearray(b"x") == b"x"): canonical bytes follow equality, so they hash as that type.
+_EQUAL_TAGS: Final = {"frozenset": "set", "bytearray": "bytes"}
+
+
+def _as_equal(obj: Any) -> Any:
+    """``obj`` (JSON types) with the tags of :data:`_EQUAL_TAGS` replaced."""
+    if type(obj) is list:
+        return [_as_equal(x) for x in obj]
+    if type(obj) is dict:
+        tag = obj.get(TAG)
+        if tag == "dict" and len(obj) == 2 and type(obj.get("v")) is dict:  # a user's dict
+            return {TAG: "dict", "v": {k: _as_equal(v) for k, v in obj["v"].items()}}
+        out = {k: _as_equal(v) for k, v in obj.items()}
+        if len(out) == 2 and "v" in out and tag in _EQUAL_TAGS:
+            out[TAG] = _EQUAL_TAGS[tag]
+        return out
+    return obj
 
 
 def parse_json_text(text: str | bytes) -> Any:
