@@ -129,3 +129,13 @@ def test_approve_refuses_a_note_or_data_too_large_to_record_and_leaves_the_quest
     assert store.get_pending_interrupt(eid) is not None
     shown = as_json(tether_cli(db_url, "runs", "show", eid, "--json"))
     assert shown["audit"] == []
+
+
+def test_audit_of_an_unknown_run_is_an_error_and_a_known_run_without_entries_is_not(store, db_url):
+    paused = paused_run(store)
+    missing = tether_cli(db_url, "audit", "--run", "no-such-run")
+    assert missing.returncode == 3, missing.stdout  # NOT_FOUND, as runs show
+    assert "no run with execution_id 'no-such-run'" in missing.stderr
+    quiet = tether_cli(db_url, "audit", "--run", paused, "--json")
+    assert quiet.returncode == 0, quiet.stderr
+    assert as_json(quiet) == []

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .. import _durations as durations
+from ..errors import RunNotFoundError
 from . import _errors
 from ._app import open_store, store_options
 from ._render import compact, emit_json, out, when
@@ -57,6 +58,10 @@ def audit(
         else:
             entries = [e for e in store.list_audit(execution_id) if e.at and e.at >= start]
             entries = entries[:limit] if limit is not None else entries
+            if not entries and store.get_run(execution_id) is None:  # a typo is not "none"
+                raise RunNotFoundError(
+                    f"no run with execution_id {execution_id!r}", execution_id=execution_id
+                )
     finally:
         store.close()
     if as_json:
