@@ -141,3 +141,40 @@ def test_edges_are_tried_in_the_order_added_whatever_comes_after_a_plain_one(
     loop.add_edge("a", "a", max_iterations=2).add_edge("a", "b")
     loop.run({}, execution_id="l1")
     assert _nodes(store, "l1") == ["a", "a", "a", "b", "run_end"]
+
+
+def test_the_known_whole_shortcut_agrees_with_walking_the_edges_on_random_graphs() -> None:
+    """Routes.reaches_all answers without a walk for a graph built in order; wherever it says
+    True the walk must reach every node (and it must say True for a chain built in order)."""
+    import random
+
+    from tether.chain._routing import Edge, Routes
+
+    rng = random.Random(20261203)
+    said_true = 0
+    for _ in range(400):
+        routes = Routes()
+        n = rng.randint(1, 9)
+        names = [f"n{i}" for i in range(n)]
+        for name in names:
+            routes.add_node(name)
+        for _ in range(rng.randint(0, 2 * n)):
+            routes.add_edge(Edge(rng.choice(names), rng.choice(names)))
+        entry = rng.choice(names)
+        walked_all = routes.reachable_from(entry) == set(names)
+        if routes.reaches_all(entry):
+            said_true += 1
+            assert walked_all, (entry, routes.edges)
+    assert said_true > 20  # the shortcut is taken, not only refused
+    chain = Routes()
+    for i in range(300):
+        chain.add_node(f"n{i}")
+        if i:
+            chain.add_edge(Edge(f"n{i - 1}", f"n{i}"))
+    assert chain.reaches_all("n0") and not chain.reaches_all("n1")
+    back = Routes()  # edges only backwards: nothing known, the walk decides
+    for name in ("a", "b", "c"):
+        back.add_node(name)
+    back.add_edge(Edge("c", "b"))
+    back.add_edge(Edge("b", "a"))
+    assert not back.reaches_all("a") and back.reachable_from("c") == {"a", "b", "c"}

@@ -47,6 +47,11 @@ class Routes:
         # always taken (edges are tried in the order added), so the usual step routes with
         # one lookup.
         self._only: dict[str, str] = {}
+        # The targets of forward edges (from a node added before the target). When every
+        # node but the first is one, the first reaches them all: each is fed by an earlier
+        # node, which the first reaches by the same argument. A chain built in order is
+        # known whole this way without walking it (see reaches_all).
+        self._fed: set[str] = set()
 
     def add_node(self, node_id: str) -> None:
         self._order[node_id] = len(self._order)
@@ -59,6 +64,8 @@ class Routes:
         self.edge_count += 1
         if len(edges) == 1 and edge.condition is None and edge.max_iterations is None:
             self._only[edge.source] = edge.target
+        if self._order[edge.source] < self._order[edge.target]:
+            self._fed.add(edge.target)
 
     def node_index(self, node_id: str) -> int:
         """The position ``node_id`` was added at (from 0); ``-1`` for an unknown id."""
@@ -76,6 +83,14 @@ class Routes:
             at = self._order[node_id]
             return self._sequence[at + 1 : at + 2]
         return [edge.target for edge in self.edges.get(node_id, ())]
+
+    def reaches_all(self, entry: str) -> bool:
+        """True when ``entry`` is known to reach every node without walking the edges: it
+        is the first node added, and (with edges) every other node is the target of an edge
+        from a node added before it. False means only "not known": walk ``reachable_from``."""
+        if self._order.get(entry) != 0:
+            return False
+        return self.is_sequence or len(self._fed) == len(self._order) - 1
 
     def reachable_from(self, entry: str) -> set[str]:
         """The nodes some route leads to from ``entry`` (whatever the edges' conditions),

@@ -237,10 +237,13 @@ class Chain:
         shape = (len(self.nodes), self.routes.edge_count, self.entry)
         if shape == self._checked_shape:  # the graph only grows: same counts, same graph
             return
-        seen = self.routes.reachable_from(self.entry)
-        unreachable = (
-            [n for n in self.nodes if n not in seen] if len(seen) < len(self.nodes) else []
-        )
+        if self.routes.reaches_all(self.entry):  # built in order: no walk needed
+            unreachable = []
+        else:
+            seen = self.routes.reachable_from(self.entry)
+            unreachable = (
+                [n for n in self.nodes if n not in seen] if len(seen) < len(self.nodes) else []
+            )
         if unreachable:
             names = ", ".join(repr(n) for n in unreachable)
             why = (
