@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
+import re
 import uuid
 from decimal import Decimal
 
@@ -335,3 +337,16 @@ def test_a_resumed_run_sees_the_types_the_first_run_saw(store):
     assert done.status == "completed", done.error
     assert seen == [(frozenset, bytearray)] * 2
     assert done.output["buf"] == bytearray(b"ab!")
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        (b"\xff", "not UTF-8 text (byte 0xff at position 0)"),
+        (b'{"note": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at position 13)"),
+    ],
+)
+def test_parse_json_text_refuses_bytes_that_are_not_text_as_not_json(raw, said):
+    with pytest.raises(json.JSONDecodeError, match=re.escape(said)):
+        serde.parse_json_text(raw)
+    assert serde.parse_json_text('{"note": "café"}'.encode()) == {"note": "café"}

@@ -457,12 +457,14 @@ def parse_json_text(text: str | bytes) -> Any:
 
     Python's parser also takes ``NaN`` and ``Infinity``, and reads a number past the float
     range (``1e999``) as infinity, all of which :func:`dumps` refuses, and a deeply nested
-    array exhausts its recursion; each is refused here as not JSON.
+    array exhausts its recursion; each is refused here as not JSON, as are bytes that are not
+    text in the encoding :func:`json.loads` detects (UTF-8 unless a BOM or NULs say UTF-16 or
+    UTF-32).
 
     Raises:
         json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity`` or a number
-            past the float range, or nests deeper than can be parsed; ``msg`` and ``pos`` say
-            where.
+            past the float range, nests deeper than can be parsed, or is bytes that do not
+            decode; ``msg`` and ``pos`` say where.
     """
     doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
 
@@ -483,3 +485,10 @@ def parse_json_text(text: str | bytes) -> Any:
         return json.loads(text, parse_constant=refuse, parse_float=finite)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise json.JSONDecodeError(
+            f"not {exc.encoding.upper()} text (byte 0x{byte:02x} at position {exc.start})",
+            doc,
+            exc.start,
+        ) from None
