@@ -37,3 +37,106 @@ def test_a_body_that_is_not_utf8_is_400_not_a_500_and_changes_nothing(
     assert refused.status_code == 400, refused.text
     assert "not UTF-8 text" in refused.json()["error"]
     assert snapshot(store, eid) == before
+
+
+@pytest.mark.parametrize(
+    ("action", "body", "key"),
+    [
+        ("approve", {"aproved": False}, "aproved"),
+        ("approve", {"approved": False}, "approved"),  # the verdict is the address, not a key
+        ("approve", {"valu": {"amount": 400}}, "valu"),
+        ("approve", {"note": "ok", "Data": {"amount": 400}}, "Data"),
+        ("reject", {"notes": "too much"}, "notes"),
+        ("reject", {"checkpoint": "abc"}, "checkpoint"),
+        ("cancel", {"reasn": "duplicate order"}, "reasn"),
+        ("delete", {"confrim": True}, "confrim"),
+    ],
+)
+def test_a_body_with_an_unknown_key_is_400_naming_it_and_changes_nothing(
+    client, store, action, body, key
+):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    refused = client.post(f"/api/runs/{eid}/{action}", json=body, headers=bearer())
+    assert refused.status_code == 400, refused.text
+    assert f"unknown key {key!r}" in refused.json()["error"]
+    assert snapshot(store, eid) == before
+
+
+def test_an_unknown_key_is_named_with_the_key_it_is_close_to_and_the_shape(client, store):
+    eid = paused_run(store)
+    refused = client.post(f"/api/runs/{eid}/reject", json={"notes": "x"}, headers=bearer())
+    assert refused.json()["error"] == (
+        "unknown key 'notes' (did you mean 'note'?) in the body; approve or reject by the "
+        "address (/api/runs/{id}/approve or /reject), not a key; the body is "
+        '{"checkpoint_id": str?, "note": str?, "data": any?}; nothing was changed'
+    )
+    two = client.post(
+        f"/api/runs/{eid}/cancel", json={"by": "a", "urgent": 1, "ticket": 2}, headers=bearer()
+    )
+    assert "unknown keys 'urgent', 'ticket' in the body" in two.json()["error"]
+
+
+@pytest.mark.parametrize("action", WRITES)
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"{nope", "not valid JSON"),
+        (b"NaN", "not valid JSON"),
+        (b"[1]", "must be a JSON object, not an array"),
+        (b"null", "must be a JSON object, not null"),
+        (b'"approve"', "must be a JSON object, not a string"),
+        (b"true", "must be a JSON object, not a boolean"),
+        (b"3", "must be a JSON object, not a number"),
+    ],
+)
+def test_a_body_that_is_not_a_json_object_is_400_saying_so_and_changes_nothing(
+    client, store, action, content, said
+):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    refused = client.post(f"/api/runs/{eid}/{action}", content=content, headers=JSON)
+    assert refused.status_code == 400, refused.text
+    assert said in refused.json()["error"]
+    assert snapshot(store, eid) == before
+
+
+@pytest.mark.parametrize(
+    ("action", "body", "said"),
+    [
+        ("approve", {"note": 5}, "'note' must be a string or null, not a number"),
+        ("reject", {"note": ["no"]}, "'note' must be a string or null, not an array"),
+        ("approve", {"checkpoint_id": 5}, "'checkpoint_id' must be a non-empty string or null"),
+        ("approve", {"checkpoint_id": ""}, "'checkpoint_id' must be a non-empty string or null"),
+        ("cancel", {"reason": 3}, "'reason' must be a string or null, not a number"),
+        ("cancel", {"by": {"name": "a"}}, "'by' must be a string or null, not an object"),
+        ("delete", {"confirm": "yes"}, "'confirm' must be true or false, not a string"),
+        ("delete", {"confirm": None}, "'confirm' must be true or false, not null"),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_400_naming_it_and_changes_nothing(
+    client, store, action, body, said
+):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    refused = client.post(f"/api/runs/{eid}/{action}", json=body, headers=bearer())
+    assert refused.status_code == 400, refused.text
+    assert said in refused.json()["error"]
+    assert snapshot(store, eid) == before
+
+
+def test_a_body_with_only_known_keys_still_answers_cancels_and_deletes(client, store):
+    eid = paused_run(store)
+    pending = store.get_pending_interrupt(eid)
+    body = {"checkpoint_id": pending.checkpoint_id, "note": "ok", "data": {"cap": 400}}
+    answered = client.post(f"/api/runs/{eid}/approve", json=body, headers=bearer())
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["resume_value"]["data"] == {"cap": 400}
+    assert store.get_run(eid).status == "completed"
+    other = paused_run(store)
+    cancel = {"reason": "dup", "by": "ops"}
+    assert client.post(f"/api/runs/{other}/cancel", json=cancel, headers=bearer()).json()[
+        "cancelled"
+    ]
+    gone = client.post(f"/api/runs/{other}/delete", json={"confirm": True}, headers=bearer())
+    assert gone.status_code == 200 and store.get_run(other) is None

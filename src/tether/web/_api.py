@@ -3,16 +3,15 @@ on every route, never a cookie; answers only as ``application/json``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..serde import parse_json_text
 from ._auth import Sessions
-from ._http import authenticate, capped_body, client_address, json_response, too_many
+from ._body import ANSWER, read_body
+from ._http import authenticate, client_address, json_response, too_many
 from ._inbox import Inbox, Listing, api_headers, limit_of, pending_query, runs_query
 from ._service import ActionError, Answer, Service
 from ._users import Throttle
@@ -107,32 +106,16 @@ class Api:
         denied, user = await self.user(request)
         if denied is not None:
             return denied
-        # A cross-site form can post urlencoded bodies but never JSON without a CORS
-        # preflight, which this server does not answer: that closes CSRF under --no-auth.
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return json_response({"error": "send the answer as application/json"}, 415)
         try:
-            body = parse_json_text(await capped_body(request) or b"{}")
-        except ActionError as exc:
-            return json_response({"error": exc.message}, exc.status_code)
-        except json.JSONDecodeError as exc:
-            return json_response({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
-        shape = 'the body is {"checkpoint_id": str?, "note": str?, "data": any?}'
-        if not isinstance(body, dict) or not isinstance(body.get("note"), str | None):
-            return json_response({"error": shape}, 400)
-        shown = body.get("checkpoint_id")
-        if not (shown is None or (isinstance(shown, str) and shown)):
-            error = f"checkpoint_id must be a non-empty string; {shape}"
-            return json_response({"error": error}, 400)
-        answer = Answer(
-            request.path_params["action"] == "approve",
-            body.get("note"),
-            body.get("data"),
-            checkpoint_id=shown,
-            via="api",
-            actor=user,
-        )
-        try:
+            body = await read_body(request, ANSWER)
+            answer = Answer(
+                request.path_params["action"] == "approve",
+                body.get("note"),
+                body.get("data"),
+                checkpoint_id=body.get("checkpoint_id"),
+                via="api",
+                actor=user,
+            )
             outcome = await self.service.answer(request.path_params["execution_id"], answer)
         except ActionError as exc:
             return json_response({"error": exc.message}, exc.status_code)

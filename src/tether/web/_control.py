@@ -7,7 +7,6 @@ work is ``tether.cancel`` and ``tether.delete``, off the event loop.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +15,8 @@ from starlette.responses import RedirectResponse, Response
 
 from ..control import CONFIRM_STATUSES, cancel, delete
 from ..errors import CorruptRecordError, RunNotFoundError, RunStatusChangedError
-from ..serde import parse_json_text
-from ._http import capped_body, json_response, to_run_page
+from ._body import CANCEL, DELETE, read_body
+from ._http import json_response, to_run_page
 from ._service import ActionError, Service
 
 if TYPE_CHECKING:
@@ -137,36 +136,16 @@ async def delete_form(web: Pages, request: Request) -> Response:
     return RedirectResponse("/runs?notice=deleted", status_code=303)
 
 
-async def _json_body(request: Request, capped: Any) -> dict[str, Any] | Response:
-    """The JSON object body (``{}`` when empty), or the response refusing it. JSON only: a
-    cross-site form can post urlencoded bodies but never JSON without a CORS preflight."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return json_response({"error": "send the body as application/json"}, 415)
-    try:
-        body = parse_json_text(await capped(request) or b"{}")
-    except ActionError as exc:
-        return json_response({"error": exc.message}, exc.status_code)
-    except json.JSONDecodeError as exc:
-        return json_response({"error": f"the body is not valid JSON: {exc.msg}"}, 400)
-    if not isinstance(body, dict):
-        return json_response({"error": "the body is a JSON object"}, 400)
-    return body
-
-
 async def api_cancel(api: Api, request: Request) -> Response:
     """``POST /api/runs/{id}/cancel`` with ``{"reason": str?, "by": str?}``."""
     denied, user = await api.user(request)
     if denied is not None:
         return denied
-    body = await _json_body(request, capped_body)
-    if isinstance(body, Response):
-        return body
-    reason, by = body.get("reason"), body.get("by")
-    if not isinstance(reason, str | None) or not isinstance(by, str | None):
-        return json_response({"error": 'the body is {"reason": str?, "by": str?}'}, 400)
     try:
+        body = await read_body(request, CANCEL)
         eid = request.path_params["execution_id"]
-        return json_response(await cancel_run(api.service, eid, reason, user or by, "api"))
+        by = user or body.get("by")
+        return json_response(await cancel_run(api.service, eid, body.get("reason"), by, "api"))
     except ActionError as exc:
         return json_response({"error": exc.message}, exc.status_code)
 
@@ -176,14 +155,10 @@ async def api_delete(api: Api, request: Request) -> Response:
     denied, _ = await api.user(request)
     if denied is not None:
         return denied
-    body = await _json_body(request, capped_body)
-    if isinstance(body, Response):
-        return body
-    confirm = body.get("confirm", False)
-    if not isinstance(confirm, bool):
-        return json_response({"error": 'the body is {"confirm": bool?}'}, 400)
     try:
+        body = await read_body(request, DELETE)
         eid = request.path_params["execution_id"]
-        return json_response(await delete_run(api.service, eid, confirmed=confirm))
+        confirmed = body.get("confirm", False)
+        return json_response(await delete_run(api.service, eid, confirmed=confirmed))
     except ActionError as exc:
         return json_response({"error": exc.message}, exc.status_code)
