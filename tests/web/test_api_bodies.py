@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import bearer, paused_run
+from tests.web.conftest import bearer, csrf_of, login, paused_run
 from tether import Checkpointer
 
 JSON = {**bearer(), "content-type": "application/json"}
@@ -140,3 +140,57 @@ def test_a_body_with_only_known_keys_still_answers_cancels_and_deletes(client, s
     ]
     gone = client.post(f"/api/runs/{other}/delete", json={"confirm": True}, headers=bearer())
     assert gone.status_code == 200 and store.get_run(other) is None
+
+
+@pytest.mark.parametrize("action", ["approve", "reject"])
+def test_an_answer_naming_a_checkpoint_the_run_does_not_have_is_404_naming_it(
+    client, store, action
+):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    refused = client.post(
+        f"/api/runs/{eid}/{action}", json={"checkpoint_id": "no-such-cp"}, headers=bearer()
+    )
+    assert refused.status_code == 404, refused.text
+    assert f"run {eid!r} has no checkpoint 'no-such-cp'" in refused.json()["error"]
+    assert snapshot(store, eid) == before
+
+
+def test_an_answer_naming_an_earlier_checkpoint_of_the_run_stays_409(client, store):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    earlier = store.list(eid)[0].checkpoint_id
+    refused = client.post(
+        f"/api/runs/{eid}/approve", json={"checkpoint_id": earlier}, headers=bearer()
+    )
+    assert refused.status_code == 409
+    assert f"at checkpoint {earlier} was not stored" in refused.json()["error"]
+    assert snapshot(store, eid) == before
+
+
+def test_the_form_naming_a_checkpoint_the_run_does_not_have_is_404_and_changes_nothing(
+    client, store
+):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    login(client)
+    csrf = csrf_of(client.get(f"/runs/{eid}").text)
+    refused = client.post(
+        f"/runs/{eid}/approve",
+        data={"csrf_token": csrf, "execution_id": eid, "checkpoint_id": "no-such-cp"},
+        follow_redirects=False,
+    )
+    assert refused.status_code == 404
+    assert "has no checkpoint &#39;no-such-cp&#39;" in refused.text
+    assert snapshot(store, eid) == before
+
+
+@pytest.mark.parametrize("action", WRITES)
+def test_a_write_to_an_unknown_run_is_404_naming_it_and_changes_no_other_run(client, store, action):
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    refused = client.post(f"/api/runs/no-such-run/{action}", json={}, headers=bearer())
+    assert refused.status_code == 404
+    assert "no run with execution_id 'no-such-run'" in refused.json()["error"]
+    assert store.get_run("no-such-run") is None
+    assert snapshot(store, eid) == before

@@ -213,7 +213,8 @@ class Service:
 
         Raises:
             ActionError: 400 a note over :data:`NOTE_MAX_CHARS`; 413 data over
-                :data:`DATA_MAX_BYTES`; 404 no such run; 409 the interrupt was already
+                :data:`DATA_MAX_BYTES`; 404 no such run, or ``answer.checkpoint_id`` names
+                no checkpoint of the run; 409 the interrupt was already
                 answered, the run is not waiting for an answer, waits on another question
                 than the one answered, or another resumer won the race (nothing changed).
         """
@@ -240,6 +241,14 @@ class Service:
         pending = self.store.get_pending_interrupt(execution_id)
         shown = answer.checkpoint_id
         if shown is not None and (pending is None or pending.checkpoint_id != shown):
+            # A question the run never asked is a wrong id (404, as `tether approve
+            # --checkpoint` says); one it asked and moved on from is a stale answer (409).
+            if self.store.get_checkpoint(execution_id, shown) is None:
+                raise ActionError(
+                    404,
+                    f"run {execution_id!r} has no checkpoint {shown!r}; read the question it "
+                    "waits on (its page, GET /api/runs/{id}) and answer that one",
+                )
             raise ActionError(409, question_changed(execution_id, shown, pending).message)
         if pending is None:
             if any(cp.status == "interrupted" for cp in self.store.list(execution_id)):
