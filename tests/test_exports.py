@@ -71,6 +71,7 @@ EXPECTED = {
     "SchemaVersionError",
     "SerializationError",
     "StoreError",
+    "StoreMismatchError",
     "StoreUnavailableError",
     "TetherError",
     "connect",

@@ -11,6 +11,7 @@ Tree::
     TetherError (Exception)
     ├── ConfigurationError              bad arguments to a runner, store or decorator
     │   ├── MissingStepError            a resume into a step the deployed code no longer has
+    │   ├── StoreMismatchError          a worker's runner writes to another database
     │   └── UnreachableNodesError       a chain has nodes no edge leads to
     ├── InterruptOutsideRunError        interrupt() called where no run executes (a unit test)
     ├── SerializationError              a value in state/args/results cannot be stored as JSON
@@ -99,6 +100,15 @@ class MissingStepError(ConfigurationError):
     ) -> None:
         super().__init__(message, execution_id=execution_id, node_id=node_id)
         self.missing = missing
+
+
+class StoreMismatchError(ConfigurationError):
+    """A worker's runner has a checkpointer that is another database than the worker's (an
+    app that opens ``SQLiteCheckpointer("a.db")`` run by ``tether worker --db b.db``): the
+    runner would write its run where the worker's lease does not hold. Found at the first run
+    the worker claims for that checkpointer; the run is given back as it was (status, attempts)
+    and the worker stops (docs/workers.md, "Running workers").
+    """
 
 
 class UnreachableNodesError(ConfigurationError):

@@ -59,6 +59,7 @@ from .errors import (
     ResumeError,
     SerializationError,
     StoreError,
+    StoreMismatchError,
 )
 from .registry import Registry
 from .store import ClaimedRun, LeaseStore
@@ -133,6 +134,10 @@ class _Worker:
         # Runs this worker's code cannot re-enter: never claimed again by this process (its
         # code cannot change without a restart), so workers with the step get them.
         self.left: set[str] = set()
+        # Runner checkpointers (by id) seen to reach this worker's database; the first that
+        # does not stops the worker (see check_same_database).
+        self.same_database: set[int] = set()
+        self.misbound: StoreMismatchError | None = None
 
     @property
     def owner(self) -> str:
@@ -205,6 +210,27 @@ class _Worker:
                 run.execution_id, "failed", error=f"{type(exc).__name__}: {exc}"
             )
 
+    async def check_same_database(self, runner: Any, runner_store: Any, eid: str) -> None:
+        """Refuse a runner whose checkpointer is another database than this worker's: it
+        would write the run somewhere the worker's lease does not hold (each claim "lost",
+        the run dead-lettered). Judged once a checkpointer, by whether it sees the lease this
+        worker just took on ``eid``.
+
+        Raises:
+            StoreMismatchError: it does not (the run is given back untouched by the caller).
+        """
+        if runner_store is self.store or id(runner_store) in self.same_database:
+            return
+        seen = await runner_store.aget_run(eid)
+        if seen is not None and seen.owner == self.owner:
+            self.same_database.add(id(runner_store))
+            return
+        raise StoreMismatchError(
+            f"runner {runner.name!r} writes to {runner_store!r}, not to this worker's "
+            f"{self.store!r}: give the worker the runner's database (--db) or open the "
+            "runner's store with tether.connect() (docs/workers.md)"
+        )
+
     def retry_after_seconds(self, attempts: int) -> float:
         """The back-off before a run whose drive raised on its ``attempts``-th claim is
         claimed again: one poll interval, doubling with each attempt, at most a lease."""
@@ -233,6 +259,7 @@ class _Worker:
                 else await self.registry.afor_run(cast(Checkpointer, self.store), eid)
             )
             runner_store = runner.checkpointer
+            await self.check_same_database(runner, runner_store, eid)
             if runner_store is not self.store and isinstance(runner_store, LeaseStore):
                 runner_store.fence(eid, self.owner)
             with adopted(lease):
@@ -242,6 +269,11 @@ class _Worker:
                     result = await runner.aresume(eid)
             log.info("run %s: %s", eid, getattr(result, "status", result))
             self.stats.finished += 1
+            release = True
+        except StoreMismatchError as exc:  # nothing written: the run goes back as it was
+            log.error("run %s given back, worker stopping: %s", eid, exc)
+            self.misbound = exc
+            runner_store = None
             release = True
         except LeaseLost:
             self.stats.lease_lost += 1
@@ -320,7 +352,9 @@ async def arun_worker(
         What the worker did.
 
     Raises:
-        ConfigurationError: bad arguments, or a store without run leases.
+        ConfigurationError: bad arguments, a store without run leases, or a runner whose
+            checkpointer is another database (found at its first claimed run, which is given
+            back as it was; the worker stops after its other drives end).
     """
     if concurrency < 1 or lease_seconds <= 0 or poll_interval_seconds < 0 or max_attempts < 1:
         raise ConfigurationError(
@@ -347,7 +381,7 @@ async def arun_worker(
         "all" if worker.versions is None else ", ".join(worker.versions) or "unversioned only",
     )
     try:
-        while not _stopped(stop):
+        while not _stopped(stop) and worker.misbound is None:
             try:
                 # Deadlines first: a default answer stored now is claimed just below.
                 await apply_due(worker.store, runner_names=registry.names())  # type: ignore[arg-type]
@@ -369,6 +403,8 @@ async def arun_worker(
             raise_if_cancel_requested()
         if worker.active:
             await asyncio.wait(list(worker.active.values()))
+        if worker.misbound is not None:
+            raise worker.misbound
     finally:
         # Left early (cancelled, or an error): its drives stop with it, and their leases lapse
         # (not given back: a synchronous step may still be running in a thread).
