@@ -246,6 +246,19 @@ async def test_fork_of_paused_run_with_an_answer_runs_the_tool_with_it(store: An
     assert store.get_run("q1").status == "paused"
 
 
+async def test_fork_answering_an_agent_row_that_is_not_an_interrupt_is_refused(
+    store: Any,
+) -> None:
+    agent = make_agent("plain", ScriptedLLM(["done"]), store)
+    assert (await agent.arun("x", execution_id="q2")).status == "completed"
+    turn = store.list("q2")[0]
+    with pytest.raises(ChainResumeError, match="not an interrupt") as caught:
+        await agent.afork("q2", turn.checkpoint_id, resume_value=Resume(True))
+    assert not isinstance(caught.value, AlreadyResumed)
+    assert turn.checkpoint_id in str(caught.value) and "'q2'" in str(caught.value)
+    assert [r.execution_id for r in store.list_runs()] == ["q2"]
+
+
 async def test_tool_asking_twice_is_answered_one_interrupt_at_a_time(store: Any) -> None:
     from tether.agent import tool
     from tether.interrupt import interrupt

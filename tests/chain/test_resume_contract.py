@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.hostile.conftest import counts
 from tests.support.chains import loop_chain, orders_chain
 from tests.support.results import question_of
 from tether import (
@@ -323,6 +324,35 @@ def test_fork_of_a_paused_checkpoint_with_an_answer(store):
     assert branch.status == "completed" and branch.output["rejected"] is True
     # the original is still paused and answerable
     assert chain.resume(paused.execution_id, Resume(True)).output["approved"] is True
+
+
+def test_a_fork_answering_a_checkpoint_that_is_not_an_interrupt_is_bad_input_and_writes_nothing(
+    store,
+):
+    # It raised AlreadyResumed ("another caller won / the run ended": exit 2, HTTP 409) with a
+    # message that named neither the run nor what the row is.
+    chain = orders_chain(store)
+    done = chain.run({"order_id": "f4", "amount": 5}, execution_id="f4")
+    branch = chain.fork("f4", store.list("f4")[0].checkpoint_id)  # its first row: a fork_origin
+    origin = store.list(branch.execution_id)[0]
+    before = counts(store)
+    rows_before = _nodes(store, "f4")
+    for eid, cp in [
+        ("f4", store.list("f4")[0]),  # a completed step
+        ("f4", None),  # the newest row, past the run end
+        (branch.execution_id, origin),
+    ]:
+        with pytest.raises(ChainResumeError) as caught:
+            chain.fork(eid, None if cp is None else cp.checkpoint_id, resume_value=Resume(True))
+        assert not isinstance(caught.value, AlreadyResumed)
+        shown = cp if cp is not None else store.list(eid)[-2]
+        message = str(caught.value)
+        assert shown.checkpoint_id in message and repr(eid) in message, message
+        assert "not an interrupt" in message and "nothing was written" in message
+        assert caught.value.execution_id == eid
+    assert counts(store) == before
+    assert _nodes(store, "f4") == rows_before
+    assert done.status == "completed" and store.get_run("f4").status == "completed"
 
 
 def test_fork_of_an_unknown_checkpoint(store):

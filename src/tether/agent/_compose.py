@@ -210,7 +210,7 @@ async def fork(runner: Composite, point: ForkPoint) -> AgentResult:
 
     Raises:
         RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
-        AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+        ChainResumeError: a ``resume_value`` for a row that is not an interrupt.
     """
     store, value, src, execution_id = point.store, point.value, point.src, point.execution_id
     reentry, source = fork_source(src, value)

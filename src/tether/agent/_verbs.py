@@ -123,7 +123,7 @@ class CompositeVerbs:
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
-            AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ChainResumeError: a ``resume_value`` for a row that is not an interrupt.
             ConfigurationError: non-empty ``state_updates``; or the row lies in an agent,
                 worker or tool this code no longer has (no branch is created).
         """

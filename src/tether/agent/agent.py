@@ -229,7 +229,7 @@ class Agent:
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
-            AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ChainResumeError: a ``resume_value`` for a row that is not an interrupt.
             ConfigurationError: non-empty ``state_updates``; or the row is paused in a tool
                 this agent no longer has (no branch is created).
         """

@@ -392,6 +392,9 @@ class Chain:
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
+            ChainResumeError: ``resume_value`` is not a ``Resume``, names another checkpoint's
+                question, or is given for a checkpoint that is not an interrupt (nothing
+                written).
             ConfigurationError: the checkpoint lies at a step this code no longer has (as for
                 :meth:`aresume`); no branch is created.
             UnreachableNodesError: as for :meth:`arun` (nothing written).

@@ -201,7 +201,7 @@ def fork_source(src: Checkpoint, value: Resume | None) -> tuple[ReEntry, dict[st
     row keeps (the copied row's address, with the answer given to the branch).
 
     Raises:
-        AlreadyResumed: a ``value`` for a row that is not an interrupt.
+        ChainResumeError: a ``value`` for a row that is not an interrupt.
     """
     reentry = reentry_of(src)
     source = reentry.source

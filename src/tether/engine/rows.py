@@ -248,7 +248,7 @@ def branch_answers(src: Checkpoint, source: dict[str, Any], value: Resume | None
     kept, with ``value`` bound to its question (docs/design.md §5); none otherwise.
 
     Raises:
-        AlreadyResumed: ``value`` given for a row that is not an interrupt.
+        ChainResumeError: ``value`` given for a row that is not an interrupt.
     """
     if source["status"] == "interrupted":
         node_input = source["node_input"]
@@ -258,12 +258,23 @@ def branch_answers(src: Checkpoint, source: dict[str, Any], value: Resume | None
     return []
 
 
-def not_an_interrupt(src: Checkpoint) -> AlreadyResumed:
-    """The refusal of a fork's ``resume_value`` for a row ``src`` that is not an interrupt."""
-    return AlreadyResumed(
-        f"checkpoint {src.checkpoint_id!r} is not an interrupt; a fork from it takes no "
-        "resume_value",
+def not_an_interrupt(src: Checkpoint) -> ChainResumeError:
+    """The refusal of a fork's ``resume_value`` for a row ``src`` that is not an interrupt.
+
+    Bad input, not a race: the row is stored and never becomes a question, so the same call
+    fails again (a ``ChainResumeError``, not an ``AlreadyResumed``, which says another caller
+    came first or the run ended). Raised before the branch is created: nothing is written.
+    """
+    source = source_of(src)
+    what = f"step {source['node_id']!r}, {source['status']}"
+    if src.step_type == "fork_origin":
+        what = f"a fork's first row, copying {what}"
+    return ChainResumeError(
+        f"checkpoint {src.checkpoint_id} of run {src.execution_id!r} ({what}) is not an "
+        "interrupt: it waits on no question, so the fork's resume_value has nothing to answer. "
+        "Fork without resume_value, or from an interrupted checkpoint; nothing was written",
         execution_id=src.execution_id,
+        node_id=src.node_id,
     )
 
 

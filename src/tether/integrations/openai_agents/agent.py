@@ -194,7 +194,7 @@ class TetherAgent:
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
-            AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ChainResumeError: a ``resume_value`` for a row that is not an interrupt.
             ConfigurationError: non-empty ``state_updates``.
         """
         from ._drive import fork

@@ -220,7 +220,7 @@ class TetherAgent(Generic[DepsT, OutputT]):
 
         Raises:
             RunNotFoundError, RunnerMismatchError, CheckpointNotFoundError.
-            AlreadyResumed: a ``resume_value`` for a row that is not an interrupt.
+            ChainResumeError: a ``resume_value`` for a row that is not an interrupt.
             ConfigurationError: non-empty ``state_updates``.
         """
         if state_updates:
