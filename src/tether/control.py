@@ -67,6 +67,9 @@ class CancelResult:
             stops at its next step boundary.
         cancelled_by / reason / cancelled_at: as recorded on the run-end row (for a run
             cancelled before, the first cancel's).
+        damaged: for a run whose stored state cannot be read (a damaged row), the error
+            naming the run and the row's seq: the run was cancelled all the same, its rows
+            left as they are, and the run-end row holds no state (``None`` otherwise).
     """
 
     execution_id: str
@@ -78,6 +81,7 @@ class CancelResult:
     cancelled_by: str | None = None
     reason: str | None = None
     cancelled_at: str | None = None
+    damaged: str | None = None
 
 
 def _control(store: Checkpointer) -> ControlStore:
@@ -136,6 +140,7 @@ async def acancel(
             cancelled_by=info.get("cancelled_by"),
             reason=info.get("reason"),
             cancelled_at=info.get("cancelled_at"),
+            damaged=out.damaged,
         )
     result = CancelResult(
         execution_id, False, str(out.status_before), status_before=out.status_before

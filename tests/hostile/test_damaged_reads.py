@@ -11,8 +11,8 @@ import pytest
 from tests.cli.test_cli import tether_cli
 from tests.hostile.conftest import counts, raw_sql
 from tests.hostile.test_records import paused_chain, reopen
-from tether import Resume
-from tether.errors import CorruptRecordError
+from tether import Chain, Resume, cancel
+from tether.errors import CorruptRecordError, RunCancelledError
 
 # (table, column, value): what a bad restore or a hand edit leaves. Postgres types its text
 # and timestamp columns, so only JSON can be damaged there; SQLite stores whatever was written.
@@ -82,3 +82,75 @@ def test_a_damaged_run_can_be_deleted_confirmed_and_pruned(store: Any, db_url: s
     pruned = tether_cli(db_url, "prune", "--older-than", "0s")
     assert pruned.returncode == 0, pruned.stderr
     assert [r.execution_id for r in store.list_runs()] == []
+
+
+def damaged_run(store: Any, status: str) -> tuple[str, bytes]:
+    """A ``paused`` or ``failed`` run whose second row's state is damaged: its id, and the
+    damaged bytes."""
+    if status == "paused":
+        eid = paused_chain(store).run({}).execution_id
+    else:
+        chain = Chain("hostile", store)
+        chain.add_node("a", lambda s: {"a": 1})
+        chain.add_node("b", lambda s: {"b": 2})
+        chain.add_node("c", lambda s: {"c": 1 / 0})
+        chain.add_edge("a", "b")
+        chain.add_edge("b", "c")
+        eid = chain.run({}).execution_id
+    assert store.get_run(eid).status == status
+    raw_sql(store)(
+        "UPDATE {t}checkpoints SET state = ? WHERE execution_id = ? AND seq = 2", (b"{bad", eid)
+    )
+    return eid, b"{bad"
+
+
+def stored(store: Any, eid: str, seq: int, column: str = "state") -> bytes:
+    """The bytes row ``seq`` of the run holds in ``column``, read outside tether."""
+    [(value,)] = raw_sql(store)(
+        f"SELECT {column} FROM {{t}}checkpoints WHERE execution_id = ? AND seq = ?", (eid, seq)
+    )
+    return bytes(value)
+
+
+@pytest.mark.parametrize("status", ["paused", "failed"])
+def test_a_run_with_a_damaged_state_row_is_cancelled_and_its_rows_are_kept(
+    store: Any, db_url: str, status: str
+) -> None:
+    # cancel copied the newest row's state onto its run-end row, so a state it could not
+    # replay stopped it with the CorruptRecordError: the run could only be deleted.
+    eid, damage = damaged_run(store, status)
+    other = reopen(store)
+    done = cancel(eid, reason="bad restore", by="ops", store=other)
+    assert done.cancelled and done.status == "cancelled" and done.status_before == status
+    assert done.damaged is not None and f"{eid!r}, seq 2" in done.damaged, done.damaged
+    assert (done.withdrawn_checkpoint_id is not None) is (status == "paused")
+    run = store.get_run(eid)
+    assert run.status == "cancelled" and run.error == "Cancelled by ops: bad restore"
+    assert store.get_pending_interrupt(eid) is None
+    assert stored(store, eid, 2) == damage  # never rewritten
+    end = store.get_last(eid)
+    assert end.step_type == "run_end" and end.status == "cancelled"
+    assert end.state_snapshot == {} and "seq 2" in end.node_output["damaged"]
+    assert [e.action for e in store.list_audit(eid)] == ["cancelled"]
+    # Still not resumable, still unreadable where it is damaged, forkable where it is not.
+    with pytest.raises(RunCancelledError):
+        paused_chain(other).resume(eid, Resume(True))
+    with pytest.raises(CorruptRecordError):
+        paused_chain(other).fork(eid)
+    first = raw_sql(store)(
+        "SELECT checkpoint_id FROM {t}checkpoints WHERE execution_id = ? AND seq = 1", (eid,)
+    )[0][0]
+    branch = paused_chain(other).fork(eid, first)
+    assert branch.status == "paused" and branch.execution_id != eid
+    again = tether_cli(db_url, "cancel", eid, "--reason", "twice")
+    assert again.returncode == 0 and "nothing changed" in again.stdout, again.stderr
+    assert stored(store, eid, 2) == damage
+
+
+def test_tether_cancel_of_a_damaged_run_says_the_state_is_damaged(store: Any, db_url: str) -> None:
+    eid, damage = damaged_run(store, "paused")
+    proc = tether_cli(db_url, "cancel", eid, "--reason", "bad restore")
+    assert proc.returncode == 0, proc.stderr
+    assert "cancelled run" in proc.stdout and "damaged" in proc.stdout and "seq 2" in proc.stdout
+    assert store.get_run(eid).status == "cancelled"
+    assert stored(store, eid, 2) == damage

@@ -53,6 +53,11 @@ def cancel(
         out.print(f"  question withdrawn (checkpoint {result.withdrawn_checkpoint_id})")
     if result.stopping:
         out.print("  the process running it stops at its next step boundary")
+    if result.damaged:
+        out.print(
+            f"  its stored state is damaged ({escape(result.damaged)}): the cancelled row holds "
+            "no state; the damaged rows are kept as they are"
+        )
     return 0
 
 

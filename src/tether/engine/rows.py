@@ -28,6 +28,7 @@ from ..checkpoint import (
     resumable,
     resumable_rows,
 )
+from ..control import cancelled_error
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError
 from ..hooks import arecord_pause
 from ..interrupt import Answer, Resume, answers_with, check_resume_value, stored_answers
@@ -302,9 +303,14 @@ async def resume_point(
         ChainResumeError: ``resume_value`` is not a ``Resume``.
         RunNotFoundError, RunnerMismatchError: see :func:`tether.engine.lease.load_run`.
         AlreadyResumed: the run completed.
+        RunCancelledError: the run was cancelled.
     """
     value = check_resume_value(resume_value)
     run = await load_run(store, execution_id, runner_name)
+    if run.status == "cancelled":
+        # Refused from its run-end row alone: the rows it would re-enter are not read, so a
+        # run cancelled because its stored state is damaged says so, not that it is damaged.
+        raise await cancelled_error(store, execution_id)
     return value, run, await latest_resumable(store, execution_id)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol, Required, TypedDict, Unpack, runtime_ch
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
-from . import _codec, _delta, _replay
+from ..errors import CorruptRecordError
 from ._leases import Fences
 from .base import PendingInterrupt
 
@@ -65,6 +65,8 @@ class CancelOutcome:
         checkpoint: the ``cancelled`` run-end row written (or, when it was already cancelled,
             ``None``).
         withdrawn_checkpoint_id: the question withdrawn from the inbox, if it was paused.
+        damaged: for a run whose stored state could not be read, the error naming the row
+            (the run-end row then holds no state); else ``None``.
     """
 
     found: bool
@@ -73,6 +75,7 @@ class CancelOutcome:
     owner_before: str | None = None
     checkpoint: Checkpoint | None = None
     withdrawn_checkpoint_id: str | None = None
+    damaged: str | None = None
 
 
 @dataclass(slots=True)
@@ -105,31 +108,34 @@ def cancel_error_text(by: str | None, reason: str | None, end_as: str = "cancell
 
 def cancel_checkpoint(
     execution_id: str,
-    head: _codec.Head | None,
+    state: dict[str, Any],
     *,
     by: str | None,
     reason: str | None,
     at: _dt.datetime,
     status_before: str,
     end_as: str = "cancelled",
+    damage: CorruptRecordError | None = None,
 ) -> Checkpoint:
-    """The ``cancelled`` run-end row: the state of the run's newest row (``{}`` for a run
-    that never committed a step) and who, when, why in ``node_output``."""
-    state: dict[str, Any] = {}
-    if head is not None:
-        state = _replay.decode_state({k: _codec.load_json(_bytes(v)) for k, v in head.keys.items()})
+    """The ``cancelled`` run-end row: ``state``, the state of the run's newest row (``{}`` for
+    a run that never committed a step), and who, when, why in ``node_output``; for a run whose
+    stored state could not be read (``damage``), ``{}`` and ``node_output["damaged"]``, the
+    error's message, so the row never passes for the run's state."""
+    output: dict[str, Any] = {
+        "cancelled_by": by,
+        "reason": reason,
+        "cancelled_at": at.isoformat(),
+        "status_before": status_before,
+    }
+    if damage is not None:
+        output["damaged"] = damage.message
     return Checkpoint(
         execution_id=execution_id,
         node_id="run_end",
         step_type="run_end",
         status=end_as,
         state_snapshot=state,
-        node_output={
-            "cancelled_by": by,
-            "reason": reason,
-            "cancelled_at": at.isoformat(),
-            "status_before": status_before,
-        },
+        node_output=output,
     )
 
 
@@ -169,10 +175,6 @@ def unfenced(fences: Fences, execution_id: str) -> Iterator[None]:
     finally:
         if owner is not None:
             fences.set(execution_id, owner)
-
-
-def _bytes(value: _delta.Encoded) -> bytes:
-    return value.join() if isinstance(value, _delta.Chunks) else value
 
 
 class CancelOptions(TypedDict, total=False):

@@ -12,8 +12,9 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 from collections.abc import Sequence
-from typing import TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
+from ..errors import CorruptRecordError
 from . import _codec
 from ._audit_codec import audit_named_params
 from ._control import (
@@ -26,8 +27,9 @@ from ._control import (
     cancel_error_text,
     unfenced,
 )
-from ._operations import StoreOperations
+from ._operations import StoreOperations, _head_of
 from ._plans import Plan
+from ._rows import CP
 from .base import PendingInterrupt
 
 T = TypeVar("T")
@@ -55,14 +57,21 @@ class ControlOperations(StoreOperations):
                 return out  # answered, claimed or moved on meanwhile: the deadline is moot
         # Read under the lock: no fenced commit can land after this read.
         self._heads.drop(eid)
-        head = yield from self._head_plan(eid)
+        head, state, damage = yield from self._ending_state_plan(eid)
         at = _codec.ts_to_dt(now) or _dt.datetime.now(_dt.UTC)  # the database's clock
         cp = cancel_checkpoint(
-            eid, head, by=by, reason=reason, at=at, status_before=status, end_as=end_as
+            eid,
+            state,
+            by=by,
+            reason=reason,
+            at=at,
+            status_before=status,
+            end_as=end_as,
+            damage=damage,
         )
         with unfenced(self._fences, eid):
             self._heads.set(eid, head or _codec.empty_head())
-            yield from self._insert_plan(cp)
+            yield from self._insert_plan(cp, force_full=damage is not None)
         error = cancel_error_text(by, reason, end_as)
         yield sql.CANCEL_RUN, {**of_run, "end_as": end_as, "error": error}
         gone = (yield sql.DELETE_PENDING_RETURNING, dict(of_run)).one()
@@ -80,7 +89,27 @@ class ControlOperations(StoreOperations):
         out.cancelled = True
         out.checkpoint = cp
         out.withdrawn_checkpoint_id = withdrawn
+        out.damaged = None if damage is None else damage.message
         return out
+
+    def _ending_state_plan(
+        self, eid: str
+    ) -> Plan[tuple[_codec.Head | None, dict[str, Any], CorruptRecordError | None]]:
+        """The head after the run's newest row and that row's state, which a run-end row
+        copies (``None`` and ``{}`` for a run without rows). For a run whose stored state
+        cannot be read, a head at the newest row that holds no state, ``{}`` and the error:
+        the run still ends, on a full row of its own, and the damaged rows stay as they are
+        (docs/design.md §12, "Cancel and delete")."""
+        row = yield from self._one(self._sql.SELECT_LAST, {"execution_id": eid})
+        if row is None:
+            return None, {}, None
+        try:  # a driver error is thrown into the plan raw: only a decoding failure is caught
+            raw = yield from self._raw_state_plan(row)
+            state = _codec.decode_state(raw)
+        except CorruptRecordError as exc:
+            seq = row[CP.seq]
+            return _codec.Head(seq, seq, {}, 0, 0), {}, exc
+        return _head_of(row, raw), state, None
 
     def _delete_plan(self, eid: str, statuses: Sequence[str] | None) -> Plan[DeleteOutcome]:
         sql, of_run = self._sql, {"execution_id": eid}
