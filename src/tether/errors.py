@@ -217,7 +217,22 @@ class SchemaVersionError(StoreError):
 
 class CorruptRecordError(StoreError):
     """A stored row cannot be decoded (bad JSON, a foreign envelope), or tether's tables or
-    columns are missing or not a database's at all."""
+    columns are missing or not a database's at all.
+
+    Attributes:
+        seq: the damaged checkpoint row's seq, when one row is named (else ``None``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        execution_id: str | None = None,
+        node_id: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        super().__init__(message, execution_id=execution_id, node_id=node_id)
+        self.seq = seq
 
 
 class ConcurrentWriteError(StoreError):

@@ -18,6 +18,8 @@ from typing import Any
 from ._stale import lease_lapses_at, staleness
 from ._trace import trace_id_of
 from .checkpoint import Checkpoint, run_result
+from .errors import CorruptRecordError
+from .store import ReadableStore
 from .store.base import Checkpointer, PendingInterrupt, RunRecord
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "missing_parents",
     "pending_json",
     "pending_state",
+    "readable_rows",
     "run_detail",
     "run_json",
     "run_note",
@@ -224,28 +227,53 @@ def timeline(run: RunRecord, checkpoints: list[Checkpoint]) -> list[dict[str, An
     return rows
 
 
-def run_detail(store: Checkpointer, run: RunRecord, rows: list[Checkpoint]) -> dict[str, Any]:
+def run_detail(
+    store: Checkpointer,
+    run: RunRecord,
+    rows: list[Checkpoint],
+    damage: CorruptRecordError | None = None,
+) -> dict[str, Any]:
     """Everything about one run, as ``tether runs show --json`` prints it and
     ``/api/runs/{id}`` returns it: ``run`` (:func:`run_json`), ``result`` (a finished run's
     output, or its error and failing node: :func:`tether.checkpoint.run_result`; ``None``
     while it has not ended), ``checkpoints`` (:func:`timeline`), ``pending_interrupt``,
-    ``idempotency`` (the cache, ``{key: value}``) and ``audit`` (the run's audit trail,
-    oldest first: :meth:`tether.audit.AuditEntry.as_dict`).
+    ``idempotency`` (the cache, ``{key: value}``), ``audit`` (the run's audit trail,
+    oldest first: :meth:`tether.audit.AuditEntry.as_dict`) and ``damaged``: ``None``, or for
+    a run read as far as its rows decode (:func:`readable_rows`) ``{"seq", "error"}``, the
+    first row that cannot be read (it and the rows after it are not in ``checkpoints``).
 
     Args:
         run: the run.
-        rows: its checkpoints (``store.list``).
+        rows: its checkpoints (``store.list``, or as far as they read).
+        damage: the error naming the first row that could not be read, if any.
     """
     execution_id = run.execution_id
     pending = store.get_pending_interrupt(execution_id)
     return {
         "run": run_json(run, parent_pruned=bool(missing_parents(store, [run]))),
-        "result": run_result(rows),
+        "result": None if damage is not None else run_result(rows),
         "checkpoints": timeline(run, rows),
         "pending_interrupt": None if pending is None else pending_json(pending),
         "idempotency": store.list_idempotent(execution_id),
         "audit": [entry.as_dict() for entry in store.list_audit(execution_id)],
+        "damaged": None if damage is None else {"seq": damage.seq, "error": damage.message},
     }
+
+
+def readable_rows(
+    store: Checkpointer, execution_id: str
+) -> tuple[list[Checkpoint], CorruptRecordError | None]:
+    """A run's checkpoints for showing it: every row, or for a damaged run (a row that cannot
+    be decoded) the rows before the damaged one and the error naming it, on a store that can
+    read so (:class:`~tether.store.ReadableStore`: both bundled backends); another store
+    raises the error.
+
+    Raises:
+        CorruptRecordError: a row cannot be read and the store cannot read around it.
+    """
+    if isinstance(store, ReadableStore):
+        return store.list_readable(execution_id)
+    return store.list(execution_id), None
 
 
 def state_diff(before: Any, after: Any) -> dict[str, list[str]]:

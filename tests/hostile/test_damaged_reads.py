@@ -4,6 +4,7 @@ and the unreadable field (the CLI's exit 5, the API's 500 with ``execution_id``)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -154,3 +155,39 @@ def test_tether_cancel_of_a_damaged_run_says_the_state_is_damaged(store: Any, db
     assert "cancelled run" in proc.stdout and "damaged" in proc.stdout and "seq 2" in proc.stdout
     assert store.get_run(eid).status == "cancelled"
     assert stored(store, eid, 2) == damage
+
+
+@pytest.mark.parametrize("column", ["state", "node_input"])
+def test_runs_show_of_a_damaged_run_shows_what_reads_and_names_the_damaged_row(
+    store: Any, db_url: str, column: str
+) -> None:
+    # runs show printed only the CorruptRecordError (exit 5): not the run's status, runner,
+    # times, its readable rows or its question.
+    eid = paused_chain(store).run({}).execution_id
+    sql = raw_sql(store)
+    sql(
+        f"UPDATE {{t}}checkpoints SET {column} = ? WHERE execution_id = ? AND seq = 2",
+        (b"{bad", eid),
+    )
+    before = counts(store)
+    shown = tether_cli(db_url, "runs", "show", eid)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert eid in text and "chain:hostile" in text and "paused" in text and "created" in text
+    assert "damaged" in text and f"{eid!r}, seq 2" in text, text
+    assert "pending interrupt" in text  # the question the run waits on is still shown
+    as_json = tether_cli(db_url, "runs", "show", eid, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    detail = json.loads(as_json.stdout)
+    assert detail["run"]["status"] == "paused" and detail["run"]["runner_name"] == "hostile"
+    assert [row["seq"] for row in detail["checkpoints"]] == [1]
+    assert detail["damaged"]["seq"] == 2 and eid in detail["damaged"]["error"]
+    assert detail["result"] is None
+    assert counts(store) == before
+    assert stored(store, eid, 2, column) == b"{bad"  # never rewritten
+
+
+def test_runs_show_of_a_readable_run_reports_no_damage(store: Any, db_url: str) -> None:
+    eid = paused_chain(store).run({}).execution_id
+    detail = json.loads(tether_cli(db_url, "runs", "show", eid, "--json").stdout)
+    assert detail["damaged"] is None and [r["seq"] for r in detail["checkpoints"]] == [1, 2]

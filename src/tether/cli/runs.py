@@ -14,6 +14,7 @@ from ..errors import RunNotFoundError
 from ..store.base import RunRecord
 from ..views import (
     pending_state,
+    readable_rows,
     run_detail,
 )
 from ._app import open_store, store_options
@@ -67,7 +68,8 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
             raise RunNotFoundError(
                 f"no run with execution_id {execution_id!r}", execution_id=execution_id
             )
-        detail = run_detail(store, run, store.list(execution_id))
+        checkpoints, damage = readable_rows(store, execution_id)
+        detail = run_detail(store, run, checkpoints, damage)
         pending = store.get_pending_interrupt(execution_id)
     finally:
         store.close()
@@ -130,7 +132,20 @@ def runs_show(execution_id: str, db_url: str, as_json: bool) -> int:
             diff_markup(row["diff"]),
         ]
         table.add_row(*cells, *([row["trace_id"] or "-"] if traced else []))
-    out.print(table if rows else "[dim]no checkpoints yet[/]")
+    out.print(table if rows or damage is not None else "[dim]no checkpoints yet[/]")
+    if damage is not None:
+        out.print(f"[bold red]damaged[/] {escape(damage.message)}")
+        out.print(
+            f"  seq {damage.seq} and the rows after it cannot be read, so they are not shown, "
+            "and resume and fork from them are refused; the rows are kept as they are",
+            markup=False,
+        )
+        if run.status not in ("completed", "failed", "cancelled"):
+            eid = run.execution_id
+            out.print(
+                f"  `tether cancel {eid}` ends the run, `tether runs delete {eid}` removes it",
+                markup=False,
+            )
     if pending is not None:
         out.print(
             f"\n[bold yellow]pending interrupt[/] at {escape(pending.node_id)} "

@@ -2,8 +2,9 @@
 
 Besides :class:`Checkpointer`, the capabilities a backend may add, each a small protocol:
 :class:`LeaseStore` (workers' leases), :class:`ControlStore` (cancel, delete, repair and
-approval deadlines) and :class:`Listings` (keyset pages of runs and pending approvals). The
-keywords of the lease capability's methods are typed dicts (:class:`LeasePutOptions`,
+approval deadlines), :class:`Listings` (keyset pages of runs and pending approvals) and
+:class:`ReadableStore` (a damaged run read as far as its rows decode). The keywords of the
+lease capability's methods are typed dicts (:class:`LeasePutOptions`,
 :class:`InterruptOptions`, :class:`Renewal`), as the protocol's are in :mod:`.base`.
 """
 
@@ -16,7 +17,7 @@ from ._leases import (
     LeaseStore,
     Renewal,
 )
-from ._listing import PENDING_SORTS, Listings, PendingQuery, RunsQuery
+from ._listing import PENDING_SORTS, Listings, PendingQuery, ReadableStore, RunsQuery
 from .base import Checkpointer, PendingInterrupt, PruneResult, RunRecord
 from .sqlite import SQLiteCheckpointer
 
@@ -33,6 +34,7 @@ __all__ = [
     "PendingInterrupt",
     "PendingQuery",
     "PruneResult",
+    "ReadableStore",
     "Renewal",
     "RunRecord",
     "RunsQuery",

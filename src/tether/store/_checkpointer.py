@@ -16,6 +16,7 @@ import time
 from typing import Any, Unpack
 
 from ..checkpoint import Checkpoint
+from ..errors import CorruptRecordError
 from . import _codec
 from ._leases import InterruptOptions, LeasePutOptions
 from ._listing import Listings
@@ -242,6 +243,12 @@ class PlanCheckpointer(Listings, StoreOperations):
         """Every checkpoint of the run in seq order, each with its full state, optionally
         only those written under ``agent_path_prefix``."""
         return self._db.run("list", self._list_plan(execution_id, agent_path_prefix))
+
+    def list_readable(
+        self, execution_id: str
+    ) -> tuple[builtins.list[Checkpoint], CorruptRecordError | None]:
+        """See :meth:`tether.store.ReadableStore.list_readable`."""
+        return self._db.run("list", self._readable_plan(execution_id))
 
     # --- pending interrupts ---------------------------------------------------------------
     def get_pending_interrupt(self, execution_id: str) -> PendingInterrupt | None:

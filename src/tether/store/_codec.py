@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as _dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from .. import serde
@@ -58,6 +58,7 @@ __all__ = [
     "optional_text",
     "pending_from_row",
     "prune_cutoff",
+    "readable_checkpoints",
     "replay_state",
     "resumable_lies_further_back",
     "resume_point",
@@ -164,9 +165,43 @@ def checkpoints_from_rows(
     """A run's rows, read in seq order from its first, as checkpoints with full states
     (each row's delta replayed onto the one before), keeping only rows written at
     ``agent_path_prefix`` or under it when given."""
-    out: list[Checkpoint] = []
-    raw: dict[str, Any] = {}
     prefix = None if agent_path_prefix is None else agent_path_prefix.rstrip("/")
+    out: list[Checkpoint] = []
+    for row, raw in _replayed(rows):
+        path = row[CP.agent_path]
+        if prefix is not None and not (
+            path == prefix or (path is not None and path.startswith(prefix + "/"))
+        ):
+            continue
+        out.append(checkpoint_from_row(row, decode_state(raw)))
+    return out
+
+
+def readable_checkpoints(
+    rows: Sequence[Sequence[Any]],
+) -> tuple[list[Checkpoint], CorruptRecordError | None]:
+    """A damaged run's rows as far as they can be read, for showing it: the checkpoints before
+    the first row that cannot be decoded, and the error naming that row (``execution_id`` and
+    ``seq`` set); ``None`` when every row reads. Rows after the damaged one are not returned:
+    a delta's state needs every row back to its snapshot (``len(rows) - len(checkpoints)``
+    rows are left out)."""
+    out: list[Checkpoint] = []
+    try:
+        for row, raw in _replayed(rows):
+            out.append(checkpoint_from_row(row, decode_state(raw)))
+    except CorruptRecordError as exc:
+        row = rows[len(out)]  # the row being read: every row before it was returned
+        return out, _at_row(exc, row[CP.execution_id], row[CP.seq])
+    return out, None
+
+
+def _replayed(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Sequence[Any], dict[str, Any]]]:
+    """Each of a run's rows (in seq order) with its raw state, replayed from its first row.
+
+    Raises:
+        CorruptRecordError: a row's state cannot be read, or rows of its chain are missing.
+    """
+    raw: dict[str, Any] = {}
     last = None
     for row in rows:
         eid, seq, kind = row[CP.execution_id], row[CP.seq], row[CP.state_kind]
@@ -177,13 +212,20 @@ def checkpoints_from_rows(
                 raise _rows_missing(eid, last + 1, seq - 1)
         last = seq
         raw = apply_row_of(eid, seq, raw, kind, row[CP.state])
-        path = row[CP.agent_path]
-        if prefix is not None and not (
-            path == prefix or (path is not None and path.startswith(prefix + "/"))
-        ):
-            continue
-        out.append(checkpoint_from_row(row, decode_state(raw)))
-    return out
+        yield row, raw
+
+
+def _at_row(exc: CorruptRecordError, execution_id: str, seq: int) -> CorruptRecordError:
+    """``exc`` with the run and the seq of the row it was raised for (in its message unless
+    it names the run already: a gap in the chain names its own seqs)."""
+    if exc.seq == seq and exc.execution_id == execution_id:
+        return exc
+    text = exc.message
+    if exc.execution_id != execution_id:
+        text = f"run {execution_id!r}, seq {seq}: {text}"
+    named = CorruptRecordError(text, execution_id=execution_id, seq=seq)
+    named.__cause__ = exc
+    return named
 
 
 def resumable_lies_further_back(newest: Sequence[Sequence[Any]]) -> bool:

@@ -10,7 +10,8 @@ page 1 costs, and an entry added meanwhile never shifts one into the next page t
 a timestamp that holds text, a name that is not UTF-8) is listed with what could be read, its
 unreadable fields empty, and :attr:`~tether.store.base.RunRecord.damaged` naming them; the
 listing itself never fails on it. Reading that one run by id still raises
-:class:`~tether.errors.CorruptRecordError` naming the field.
+:class:`~tether.errors.CorruptRecordError` naming the field. A run's checkpoints are read
+as far as they decode by :class:`ReadableStore` (``tether runs show`` of a damaged run).
 
 The SQL uses ``?`` placeholders and ``{schema}.`` before table names; each backend renders
 it (SQLite drops the prefix, Postgres formats the schema and uses ``%s``).
@@ -18,11 +19,13 @@ it (SQLite drops the prefix, Postgres formats the schema and uses ``%s``).
 
 from __future__ import annotations
 
+import builtins
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
-from ..errors import ListingCursorError
+from ..checkpoint import Checkpoint
+from ..errors import CorruptRecordError, ListingCursorError
 from . import _codec
 from ._records import PENDING, RUNS
 from .base import PendingInterrupt, RunRecord
@@ -33,6 +36,7 @@ __all__ = [
     "PendingEntry",
     "PendingPage",
     "PendingQuery",
+    "ReadableStore",
     "RunsPage",
     "RunsQuery",
     "decode_run",
@@ -336,3 +340,24 @@ def _optional_text_or_none(value: Any) -> str | None:
         return _codec.optional_text(value)
     except Exception:  # a damaged name: shown with its bad bytes replaced
         return _codec.shown_text(value)
+
+
+@runtime_checkable
+class ReadableStore(Protocol):
+    """The optional capability of a store that reads a damaged run as far as it can (both
+    bundled backends), so an operator can see what it did (``tether runs show``)."""
+
+    def list_readable(
+        self, execution_id: str
+    ) -> tuple[builtins.list[Checkpoint], CorruptRecordError | None]:
+        """The run's checkpoints in seq order, as
+        :meth:`~tether.store.base.Checkpointer.list` returns them, up to the first row that
+        cannot be decoded.
+
+        Returns:
+            ``(checkpoints, damage)``: the rows before the damaged one, and the
+            :class:`~tether.errors.CorruptRecordError` naming it (its ``execution_id`` and
+            ``seq``), or ``None`` when every row reads (then ``checkpoints`` is every row).
+            Rows after the damaged one are left out: a state stored as a delta needs every
+            row back to its snapshot.
+        """

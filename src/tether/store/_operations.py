@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..audit import AuditEntry
 from ..checkpoint import Checkpoint
+from ..errors import CorruptRecordError
 from . import _codec, _listing
 from ._audit_codec import audit_named_params
 from ._heads import HeadCache
@@ -326,6 +327,12 @@ class StoreOperations:
     ) -> Plan[builtins.list[Checkpoint]]:
         rows = yield from self._all(self._sql.SELECT_ALL, {"execution_id": execution_id})
         return _codec.checkpoints_from_rows(rows, agent_path_prefix)
+
+    def _readable_plan(
+        self, execution_id: str
+    ) -> Plan[tuple[builtins.list[Checkpoint], CorruptRecordError | None]]:
+        rows = yield from self._all(self._sql.SELECT_ALL, {"execution_id": execution_id})
+        return _codec.readable_checkpoints(rows)
 
     # --- pending interrupts ---------------------------------------------------------------
     def _pending_plan(self, execution_id: str) -> Plan[PendingInterrupt | None]:

@@ -196,7 +196,7 @@ def apply_row_of(
         return apply_row(cur, kind, payload, in_place=in_place)
     except CorruptRecordError as exc:
         raise CorruptRecordError(
-            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id
+            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id, seq=seq
         ) from exc
 
 
