@@ -26,17 +26,24 @@ def snapshot(store: Checkpointer, eid: str) -> tuple[Any, ...]:
     return run.status, pending.checkpoint_id, rows, len(store.list_audit(eid))
 
 
+def refused_error(client: Any, store: Checkpointer, action: str, **request: Any) -> str:
+    """POST ``request`` (``json=`` or ``content=``) to ``action`` of a new paused run: it must
+    be 400 and leave the run as it was; its error message."""
+    eid = paused_run(store)
+    before = snapshot(store, eid)
+    headers = bearer() if "json" in request else JSON
+    refused = client.post(f"/api/runs/{eid}/{action}", headers=headers, **request)
+    assert refused.status_code == 400, refused.text
+    assert snapshot(store, eid) == before
+    return str(refused.json()["error"])
+
+
 @pytest.mark.parametrize("action", WRITES)
 @pytest.mark.parametrize("content", [b"\xff", b'{"note": "caf\xe9"}'])  # Latin-1, not UTF-8
 def test_a_body_that_is_not_utf8_is_400_not_a_500_and_changes_nothing(
     client, store, action, content
 ):
-    eid = paused_run(store)
-    before = snapshot(store, eid)
-    refused = client.post(f"/api/runs/{eid}/{action}", content=content, headers=JSON)
-    assert refused.status_code == 400, refused.text
-    assert "not UTF-8 text" in refused.json()["error"]
-    assert snapshot(store, eid) == before
+    assert "not UTF-8 text" in refused_error(client, store, action, content=content)
 
 
 @pytest.mark.parametrize(
@@ -55,12 +62,7 @@ def test_a_body_that_is_not_utf8_is_400_not_a_500_and_changes_nothing(
 def test_a_body_with_an_unknown_key_is_400_naming_it_and_changes_nothing(
     client, store, action, body, key
 ):
-    eid = paused_run(store)
-    before = snapshot(store, eid)
-    refused = client.post(f"/api/runs/{eid}/{action}", json=body, headers=bearer())
-    assert refused.status_code == 400, refused.text
-    assert f"unknown key {key!r}" in refused.json()["error"]
-    assert snapshot(store, eid) == before
+    assert f"unknown key {key!r}" in refused_error(client, store, action, json=body)
 
 
 def test_an_unknown_key_is_named_with_the_key_it_is_close_to_and_the_shape(client, store):
@@ -93,12 +95,7 @@ def test_an_unknown_key_is_named_with_the_key_it_is_close_to_and_the_shape(clien
 def test_a_body_that_is_not_a_json_object_is_400_saying_so_and_changes_nothing(
     client, store, action, content, said
 ):
-    eid = paused_run(store)
-    before = snapshot(store, eid)
-    refused = client.post(f"/api/runs/{eid}/{action}", content=content, headers=JSON)
-    assert refused.status_code == 400, refused.text
-    assert said in refused.json()["error"]
-    assert snapshot(store, eid) == before
+    assert said in refused_error(client, store, action, content=content)
 
 
 @pytest.mark.parametrize(
@@ -117,12 +114,7 @@ def test_a_body_that_is_not_a_json_object_is_400_saying_so_and_changes_nothing(
 def test_a_field_of_the_wrong_type_is_400_naming_it_and_changes_nothing(
     client, store, action, body, said
 ):
-    eid = paused_run(store)
-    before = snapshot(store, eid)
-    refused = client.post(f"/api/runs/{eid}/{action}", json=body, headers=bearer())
-    assert refused.status_code == 400, refused.text
-    assert said in refused.json()["error"]
-    assert snapshot(store, eid) == before
+    assert said in refused_error(client, store, action, json=body)
 
 
 def test_a_body_with_only_known_keys_still_answers_cancels_and_deletes(client, store):
