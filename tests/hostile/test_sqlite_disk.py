@@ -157,6 +157,21 @@ def test_a_database_on_a_read_only_filesystem_is_refused_clearly_and_left_intact
     assert read_only_db.read_bytes() == before
 
 
+def test_a_database_on_a_read_only_filesystem_is_read_with_read_only_and_left_intact(
+    read_only_db: Path,
+) -> None:
+    before = read_only_db.read_bytes()
+    store = SQLiteCheckpointer(read_only_db, read_only=True)
+    assert run_of(store, "done").status == "completed"
+    assert "a" in [c.node_id for c in store.list("done")]
+    assert [r.execution_id for r in store.list_runs()] == ["done"]
+    with pytest.raises(StoreUnavailableError, match="opened read-only"):
+        store.delete_run("done")
+    store.close()
+    assert read_only_db.read_bytes() == before
+    assert sorted(p.name for p in read_only_db.parent.iterdir()) == ["tether.db"]
+
+
 def test_a_truncated_database_is_a_store_error_and_the_bytes_are_left_alone(
     tmp_path: Path,
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 
 import pytest
 
@@ -59,10 +60,66 @@ def test_a_truncated_database_gives_a_store_error(tmp_path):
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
 def test_a_read_only_database_refuses_writes_clearly(tmp_path):  # pragma: no cover - root here
     path = tmp_path / "t.db"
-    _one_run(path)
+    eid = _one_run(path)
     os.chmod(path, 0o444)
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError, match="may not write"):
         SQLiteCheckpointer(path)
+    reader = SQLiteCheckpointer(path, read_only=True)
+    assert run_of(reader, eid).status == "completed"
+    reader.close()
+
+
+def _held(path):
+    """Another connection holding the file's write lock (``BEGIN IMMEDIATE``), as a worker's
+    write does while it runs."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("UPDATE runs SET updated_at = updated_at")
+    return conn
+
+
+def test_opening_a_current_store_does_not_wait_for_a_writer_holding_the_lock(tmp_path):
+    path = tmp_path / "t.db"
+    eid = _one_run(path)
+    holder = _held(path)
+    try:
+        for read_only in (False, True):
+            started = time.monotonic()
+            # Before, opening ran the schema setup in a write transaction: it waited out the
+            # busy timeout, then raised StoreUnavailableError "stayed locked".
+            store = SQLiteCheckpointer(path, busy_timeout_seconds=2, read_only=read_only)
+            assert run_of(store, eid).status == "completed"
+            assert "a" in [c.node_id for c in store.list(eid)]
+            assert time.monotonic() - started < 1.5
+            store.close()
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_a_read_only_store_reads_refuses_every_write_and_creates_nothing(tmp_path):
+    path = tmp_path / "t.db"
+    eid = _one_run(path)
+    before = path.read_bytes()
+    store = SQLiteCheckpointer(path, read_only=True)
+    assert store.read_only and "read_only=True" in repr(store)
+    assert run_of(store, eid).status == "completed" and store.schema_version() > 0
+    with pytest.raises(StoreUnavailableError, match="opened read-only"):
+        store.delete_run(eid)
+    with pytest.raises(StoreUnavailableError, match="opened read-only"):
+        Chain("c", store).add_node("a", lambda s: {"a": 1}).run({})
+    assert run_of(store, eid).status == "completed"
+    store.close()
+    assert path.read_bytes() == before
+    with pytest.raises(StoreUnavailableError, match="creates nothing"):
+        SQLiteCheckpointer(tmp_path / "missing.db", read_only=True)
+    assert not (tmp_path / "missing.db").exists()
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    conn.close()
+    with pytest.raises(StoreUnavailableError, match="not a tether store"):
+        SQLiteCheckpointer(other, read_only=True)
 
 
 def test_corrupt_state_row_is_a_clear_error(tmp_path):

@@ -33,7 +33,7 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
-from ..errors import SerializationError, TetherError
+from ..errors import SerializationError, StoreUnavailableError, TetherError
 from ._database_errors import (
     MISSING_TABLES,
     REJECTED_ADVICE,
@@ -45,6 +45,7 @@ from ._database_errors import (
 )
 from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, Write, is_last
 from ._rows import STEP_FIELDS
+from ._sqlite_readonly import connect_read_only, read_only_reason
 from ._sqlite_wal import SAFETY_NET_FACTOR, WalCheckpointer
 
 __all__ = ["SQLiteDatabase", "translate"]
@@ -64,6 +65,8 @@ class SQLiteDatabase:
         wal_checkpoint: ``"background"`` (a :class:`~._sqlite_wal.WalCheckpointer` thread)
             or ``"inline"`` (SQLite's auto-checkpoint inside a COMMIT).
         wal_checkpoint_pages: the WAL growth, in pages, that triggers a checkpoint.
+        read_only: open the file for reading only (:func:`~._sqlite_readonly.connect_read_only`)
+            and refuse every write plan; no background checkpointer.
     """
 
     def __init__(
@@ -74,13 +77,15 @@ class SQLiteDatabase:
         busy_timeout_seconds: float,
         wal_checkpoint: str,
         wal_checkpoint_pages: int,
+        read_only: bool = False,
     ) -> None:
         self.path = path
         self.synchronous = synchronous
         self.busy_timeout_seconds = busy_timeout_seconds
-        # The background checkpointer, None inline or without a WAL (``:memory:``).
+        self.read_only = read_only
+        # The background checkpointer, None inline, without a WAL (``:memory:``) or reading.
         self.wal: WalCheckpointer | None = None
-        if wal_checkpoint == "background" and path != ":memory:":
+        if wal_checkpoint == "background" and path != ":memory:" and not read_only:
             self.wal = WalCheckpointer(path, wal_checkpoint_pages, synchronous)
         self._autocheckpoint = wal_checkpoint_pages * (
             SAFETY_NET_FACTOR if self.wal is not None else 1
@@ -92,6 +97,8 @@ class SQLiteDatabase:
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None and self.read_only:
+            conn = self._read_only_connection()
         if conn is None:
             try:
                 if self.path != ":memory:":
@@ -108,11 +115,41 @@ class SQLiteDatabase:
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
                 conn.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
             except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
+                raise translate(exc, self.path, opening=True) from exc
             if str(mode).lower() != "wal":  # e.g. ":memory:": nothing to checkpoint
                 self.wal = None
             self._local.conn = conn
         return conn
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        try:
+            conn = connect_read_only(
+                self.path,
+                timeout=self.busy_timeout_seconds,
+                isolation_level=None,
+                check_same_thread=True,
+                cached_statements=256,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+        except sqlite3.Error as exc:
+            if sqlite_kind(exc) is Kind.UNAVAILABLE:  # not "cannot be written": it only reads
+                text = f"cannot read SQLite database {self.path!r}: {exc}"
+                raise StoreUnavailableError(text) from exc
+            raise translate(exc, self.path) from exc
+        self._local.conn = conn
+        return conn
+
+    def refuse_write(self) -> None:
+        """Raise when this database was opened read-only.
+
+        Raises:
+            StoreUnavailableError: it was.
+        """
+        if self.read_only:
+            raise StoreUnavailableError(
+                f"SQLite database {self.path!r} was opened read-only (read_only=True, as "
+                "tether's reading commands open it); this operation writes"
+            )
 
     def close(self) -> None:
         """Close this thread's connection and stop the background checkpoint thread."""
@@ -138,6 +175,7 @@ class SQLiteDatabase:
         driver errors come out translated."""
         # The background checkpointer's gate is taken before SQLite's write lock, always in
         # that order (as in a one-statement write), so the two cannot deadlock.
+        self.refuse_write()
         wal = self.wal
         with _NO_GATE if wal is None else wal.gate, self._write_locked() as conn:
             yield conn
@@ -187,6 +225,8 @@ class SQLiteDatabase:
             StoreError: any driver error, translated (see :func:`translate`).
         """
         try:
+            if write:
+                self.refuse_write()
             try:
                 first = next(plan)
             except StopIteration as stop:  # a plan that had nothing to send
@@ -364,9 +404,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_connections_after_fork)
 
 
-def translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError:
+def translate(
+    exc: sqlite3.Error | UnicodeEncodeError, path: str, *, opening: bool = False
+) -> TetherError:
     """The tether error for a :mod:`sqlite3` error, by the rule in
-    :mod:`tether.store._database_errors`."""
+    :mod:`tether.store._database_errors`; a refused write, or (``opening``) a file that would
+    not open, names why the file is read-only to this process when it is."""
     if isinstance(exc, UnicodeEncodeError):
         return SerializationError(
             f"a value sent to SQLite is not valid Unicode text ({exc.reason}); ids, names and "
@@ -379,7 +422,11 @@ def translate(exc: sqlite3.Error | UnicodeEncodeError, path: str) -> TetherError
     if (code or "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         text = f"SQLite database {path!r} stayed locked by another writer past the busy timeout"
     elif kind is Kind.UNAVAILABLE:
-        text = f"SQLite database {path!r} cannot be written: {msg}"
+        read_only = (code or "").startswith("SQLITE_READONLY") or (
+            opening and code == "SQLITE_CANTOPEN"
+        )
+        why = read_only_reason(path) if read_only and os.path.isfile(path) else None
+        text = f"SQLite database {path!r} cannot be written: " + (f"{why} ({msg})" if why else msg)
     elif kind is Kind.CORRUPT:
         text = f"{path!r} is not a readable tether SQLite database: {msg}"
     elif kind is Kind.MISSING:

@@ -2,8 +2,10 @@
 
 Concurrency: every write transaction starts with ``BEGIN IMMEDIATE``, taking the write lock up
 front, so concurrent processes on one file queue behind SQLite's busy timeout instead of failing
-half-way. Connections are per thread. Not for many machines: use Postgres there (SQLite's
-locking over network filesystems is unreliable).
+half-way. Opening takes the write lock only when there is a schema to create or migrate, so
+a reader never waits for a writer; ``read_only=True`` never writes at all
+(:mod:`._sqlite_readonly`). Connections are per thread. Not for many machines: use Postgres
+there (SQLite's locking over network filesystems is unreliable).
 
 Durability: ``synchronous="NORMAL"`` (the default under WAL) survives a process crash; a power
 loss or OS crash may lose the last few commits. ``synchronous="FULL"`` survives those too at
@@ -25,7 +27,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any, Final, Literal
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreUnavailableError
 from . import _codec
 from . import _sqlite_sql as q
 from ._audit_operations import AuditOperations
@@ -36,6 +38,7 @@ from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._refusals import schema_too_new
 from ._sqlite_io import SQLiteDatabase, translate
+from ._sqlite_readonly import read_only_reason
 from ._sqlite_wal import WalCheckpointer
 from .drivers import SQLiteDriver
 
@@ -44,6 +47,17 @@ __all__ = ["SQLiteCheckpointer"]
 SCHEMA_VERSION: Final = q.SCHEMA_VERSION
 MIGRATIONS: Final = q.MIGRATIONS
 _translate: Final = translate  # the LangGraph saver's backend translates its errors with it
+
+
+def _cannot_migrate(path: str, found: int, why: str) -> StoreUnavailableError:
+    """The schema of the file at ``path`` is at version ``found`` (0: none yet) and ``why``
+    it cannot be written here."""
+    what = f"migrated from schema version {found} to {SCHEMA_VERSION}" if found else "created"
+    return StoreUnavailableError(
+        f"SQLite database {path!r} cannot be {what}: {why}; nothing was changed. Run "
+        "`tether db migrate` (or open the store) where the file, its directory and its "
+        "filesystem are writable"
+    )
 
 
 def _lenient_text(data: bytes) -> str:
@@ -77,13 +91,21 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
             bytes is stored Zstandard-compressed when that saves at least a tenth (default 512;
             ``None`` stores every payload as plain JSON); a delta only from 16 KB as well, since
             every resume replays the deltas (docs/storage.md). Reading handles both.
+        read_only: read the file and never write it (SQLite ``mode=ro``): no write lock is
+            taken, so reads go on while another process holds it; nothing is created or
+            migrated; a file on a read-only mount or in a directory this process cannot
+            write is read as well (``tether.store._sqlite_readonly``). Every write raises
+            :class:`~tether.errors.StoreUnavailableError`. Tether's reading commands
+            (``runs list``, ``runs show``, ``pending list``, ``audit``) open SQLite this way.
 
     Raises:
         ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
             ``wal_checkpoint_pages`` not a positive integer, or ``compress_state_min_bytes``
             neither ``None`` nor a positive integer.
         SchemaVersionError: the file was written by a newer tether.
-        StoreUnavailableError: the file cannot be opened or written.
+        StoreUnavailableError: the file cannot be opened or written (the message says why
+            it is read-only to this process when it is); with ``read_only``, no such file, no
+            tether store in it, or an older schema, which only a writer can migrate.
         CorruptRecordError: the file is not a SQLite database.
 
     Its methods raise :class:`~tether.errors.StoreError` subclasses by the rule of
@@ -100,6 +122,7 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         wal_checkpoint: Literal["background", "inline"] | None = None,
         wal_checkpoint_pages: int = 1000,
         compress_state_min_bytes: int | None = _codec.COMPRESS_MIN_BYTES,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
@@ -123,12 +146,18 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         self.wal_checkpoint = wal_checkpoint
         self.wal_checkpoint_pages = wal_checkpoint_pages
         self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
+        self.read_only = bool(read_only)
+        if self.read_only and (self.path == ":memory:" or not os.path.isfile(self.path)):
+            raise StoreUnavailableError(
+                f"no SQLite database at {self.path!r} to read (read_only=True creates nothing)"
+            )
         self._db = SQLiteDatabase(
             self.path,
             synchronous=synchronous,
             busy_timeout_seconds=busy_timeout_seconds,
             wal_checkpoint=wal_checkpoint,
             wal_checkpoint_pages=wal_checkpoint_pages,
+            read_only=self.read_only,
         )
         self._sql = q
         self._heads = HeadCache()
@@ -136,7 +165,8 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         self.setup()
 
     def __repr__(self) -> str:
-        return f"SQLiteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
+        read_only = ", read_only=True" if self.read_only else ""
+        return f"SQLiteCheckpointer({self.path!r}, synchronous={self.synchronous!r}{read_only})"
 
     _db: SQLiteDatabase
 
@@ -188,18 +218,64 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
     def setup(self) -> None:
         """Create the schema or migrate it forward; refuse a newer one.
 
+        A file already at this tether's version is only read: the write lock is taken only
+        when there is something to create or migrate, so opening a store never waits for a
+        writer.
+
         Raises:
             SchemaVersionError: the file records a schema version newer than this tether's.
+            StoreUnavailableError: the schema must be created or migrated and the file is
+                read-only (``read_only``, or to this process); or, not ``read_only``, this
+                process cannot write the file (its mode, its directory, a read-only mount).
+                The message names the file and why.
         """
-        with self._write() as conn:
-            conn.execute(q.CREATE_SCHEMA_TABLE)
-            found = conn.execute(q.SELECT_SCHEMA_VERSION).fetchone()[0] or 0
-            if found > SCHEMA_VERSION:
-                raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
-            for version in range(found + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[version]:
-                    conn.execute(statement)
-                conn.execute(q.INSERT_SCHEMA_VERSION, (version, time.time()))
+        found = self._recorded_version()
+        if found == SCHEMA_VERSION:
+            why = None if self.read_only else self._not_writable()
+            if why is not None:  # a writer finds out now, not at its first step
+                raise StoreUnavailableError(
+                    f"SQLite database {self.path!r} cannot be written: {why}; "
+                    "SQLiteCheckpointer(path, read_only=True) reads it"
+                )
+            return
+        if found is not None and found > SCHEMA_VERSION:
+            raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
+        if self.read_only:
+            if found is None:
+                raise StoreUnavailableError(
+                    f"{self.path!r} is a SQLite database but not a tether store (no "
+                    "tether_schema table); read_only=True creates nothing"
+                )
+            raise _cannot_migrate(self.path, found, "it was opened read-only (read_only=True)")
+        try:
+            with self._write() as conn:
+                conn.execute(q.CREATE_SCHEMA_TABLE)
+                found = conn.execute(q.SELECT_SCHEMA_VERSION).fetchone()[0] or 0
+                if found > SCHEMA_VERSION:
+                    raise schema_too_new(repr(self.path), found, SCHEMA_VERSION)
+                for version in range(found + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version]:
+                        conn.execute(statement)
+                    conn.execute(q.INSERT_SCHEMA_VERSION, (version, time.time()))
+        except StoreUnavailableError as exc:
+            why = self._not_writable()
+            if why is None:
+                raise
+            raise _cannot_migrate(self.path, found or 0, why) from exc
+
+    def _not_writable(self) -> str | None:
+        return read_only_reason(self.path) if os.path.isfile(self.path) else None
+
+    def _recorded_version(self) -> int | None:
+        """The schema version the file records, ``None`` when it has no ``tether_schema``."""
+        with self._read() as conn:
+            try:
+                row = conn.execute(q.SELECT_SCHEMA_VERSION).fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                return None
+        return int(row[0] or 0)
 
     def schema_version(self) -> int:
         """The schema version recorded in the file."""
