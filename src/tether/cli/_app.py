@@ -133,7 +133,9 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             when it is missing and migrate it forward.
         migrate: a command that changes runs (``approve``, ``resume``, ``worker``...): the
             store must exist, and an older schema is migrated forward. Otherwise (reading
-            only) an older schema is an error naming ``tether db migrate``.
+            only) an older schema is an error naming ``tether db migrate`` (or, when the
+            file cannot be written here, saying so), and SQLite is opened ``read_only``:
+            no write lock, so a writer holding it for a long step does not hold the reader up.
 
     Raises:
         StoreUnavailableError: (not ``create``) no store at ``url``; or it cannot be reached.
@@ -146,11 +148,16 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
         )
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
+    options: dict[str, Any] = {}
     if not create and scheme == "sqlite" and parts.netloc != ":memory:":
         path = unquote(parts.path)
         path = path[1:] if path.startswith("/") else path
         if path and path != ":memory:":
             check_sqlite(path, allow_older=migrate)
+            # Reading only: never the write lock (under WAL a reader does not wait for a
+            # worker's step), and a file this process cannot write still reads.
+            if not migrate:
+                options["read_only"] = True
     elif scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
             from ..store.probe import check_postgres
@@ -158,7 +165,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             pass  # no postgres extra: connect() names it
         else:  # creating too: a database that is not there fails in seconds, in one line
             check_postgres(url, allow_older=migrate, store_required=not create)
-    return connect(url)
+    return connect(url, **options)
 
 
 def open_app(spec: str, db_url: str) -> Registry:

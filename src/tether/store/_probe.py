@@ -3,9 +3,10 @@
 Opening a checkpointer creates its schema or migrates it forward: right for code that writes,
 wrong for a command that only reads. A mistyped schema in a URL, another application's SQLite
 file or an empty file would silently become an (empty) tether store. :func:`check_store`
-opens the database read-only (SQLite ``mode=ro``; one Postgres connection with a short
-connect timeout and no pool, so an unreachable server fails in seconds with one error instead
-of a pool's retries) and says what is there.
+opens the database read-only (SQLite ``mode=ro``, by :mod:`._sqlite_readonly`, so a file this
+process cannot write is read too; one Postgres connection with a short connect timeout and no
+pool, so an unreachable server fails in seconds with one error instead of a pool's retries)
+and says what is there.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptRecordError, StoreUnavailableError
+from ._database_errors import Kind, sqlite_kind
+from ._sqlite_readonly import connect_read_only, read_only_reason
 
 __all__ = ["PROBE_CONNECT_TIMEOUT_SECONDS", "check_postgres", "check_sqlite"]
 
@@ -55,11 +58,10 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
             f"{path!r} is an empty file, not a tether store; check --db / TETHER_DATABASE_URL "
             f"({_CREATE_HINT})"
         )
-    uri = f"{file.resolve().as_uri()}?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
+        conn = connect_read_only(path, timeout=5)
     except sqlite3.Error as exc:
-        raise StoreUnavailableError(f"cannot open {path!r}: {exc}") from exc
+        raise _unreadable(path, exc) from exc
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         if "tether_schema" not in names:
@@ -72,13 +74,29 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             return  # a writer holds it: it is a database; the store itself will wait
-        text = f"{path!r} is not a readable tether SQLite database: {exc}"
-        raise CorruptRecordError(text) from exc
+        raise _unreadable(path, exc) from exc
     finally:
         conn.close()
     from .sqlite import SCHEMA_VERSION
 
+    if found < SCHEMA_VERSION:
+        why = read_only_reason(path)
+        if why is not None:  # `tether db migrate` would fail too: say so, not only "migrate"
+            raise StoreUnavailableError(
+                f"{path!r} holds tether schema version {found}; this tether reads version "
+                f"{SCHEMA_VERSION}, and the file cannot be migrated here: {why}. Run "
+                "`tether db migrate` where the file, its directory and its filesystem are "
+                "writable"
+            )
     _version_verdict(repr(path), found, SCHEMA_VERSION, allow_older)
+
+
+def _unreadable(path: str, exc: sqlite3.Error) -> Exception:
+    """The error for a SQLite file the probe could not read: corrupt only when SQLite says
+    so (not a database, a damaged page), not when it could not open or lock the file."""
+    if sqlite_kind(exc) is Kind.CORRUPT:
+        return CorruptRecordError(f"{path!r} is not a readable tether SQLite database: {exc}")
+    return StoreUnavailableError(f"cannot read SQLite database {path!r}: {exc}")
 
 
 def check_postgres(url: str, *, allow_older: bool = False, store_required: bool = True) -> None:

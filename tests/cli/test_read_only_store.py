@@ -1,0 +1,152 @@
+"""The reading commands (``runs list``, ``runs show``, ``pending list``, ``audit``) read without
+the write lock, and read a SQLite file this process cannot write; a command that must write
+such a file says that it is read-only and why, naming it. In subprocesses, on real files."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tests.cli.test_cli import APP, as_json, paused_run, tether_cli
+from tether import Checkpointer
+from tether.store.sqlite import SCHEMA_VERSION, SQLiteCheckpointer
+
+
+def _reads(eid: str) -> list[tuple[str, ...]]:
+    return [("runs", "list"), ("pending", "list"), ("runs", "show", eid), ("audit",)]
+
+
+@contextmanager
+def _write_transaction_held(store: Any) -> Iterator[None]:
+    """Another connection holds an open write transaction that changed the run's row (on
+    SQLite the write lock, taken by ``BEGIN IMMEDIATE``), until the block ends."""
+    if hasattr(store, "path"):
+        conn = sqlite3.connect(store.path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        from tests.conftest import PG_DSN
+
+        conn = psycopg.connect(PG_DSN)
+    schema = "" if hasattr(store, "path") else f'"{store.schema}".'
+    conn.execute(f"UPDATE {schema}runs SET updated_at = updated_at")
+    try:
+        yield
+    finally:
+        conn.rollback()
+        conn.close()
+
+
+def test_reading_commands_do_not_wait_for_a_writer_holding_the_lock(
+    store: Checkpointer, db_url: str
+) -> None:
+    eid = paused_run(store)
+    with _write_transaction_held(store):
+        for args in _reads(eid):
+            started = time.monotonic()
+            proc = tether_cli(db_url, *args, "--json")
+            took = time.monotonic() - started
+            # Before, on SQLite, opening the store took the write lock: each command waited
+            # out the 30-second busy timeout and failed "stayed locked".
+            assert proc.returncode == 0, (args, proc.stderr)
+            assert took < 10, (args, took)
+        listed = as_json(tether_cli(db_url, "runs", "list", "--json"))
+    assert [(r["execution_id"], r["status"]) for r in listed] == [(eid, "paused")]
+
+
+def _paused_store(place: Any) -> tuple[str, str, bytes]:
+    db = place.dir / "tether.db"
+    store = SQLiteCheckpointer(db)
+    eid = paused_run(store)
+    store.close()
+    return f"sqlite:///{db}", eid, db.read_bytes()
+
+
+def test_reading_commands_read_a_store_this_user_cannot_write_and_change_nothing(
+    read_only_place: Any,
+) -> None:
+    url, eid, before = _paused_store(read_only_place)
+    read_only_place.seal()
+    for args in _reads(eid):
+        proc = read_only_place.cli(url, *args)
+        # Before: "CorruptRecordError: ... is not a readable tether SQLite database: unable to
+        # open database file" (read-only mount) or "attempt to write a readonly database".
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "not a readable" not in proc.stderr
+    shown = as_json(read_only_place.cli(url, "runs", "show", eid, "--json"))
+    assert shown["run"]["status"] == "paused" and len(shown["checkpoints"]) >= 3
+    assert sorted(p.name for p in read_only_place.dir.iterdir()) == ["tether.db"]
+    assert (read_only_place.dir / "tether.db").read_bytes() == before
+
+
+def test_a_write_to_a_store_this_user_cannot_write_names_the_file_and_why(
+    read_only_place: Any,
+) -> None:
+    url, eid, before = _paused_store(read_only_place)
+    read_only_place.seal()
+    db = str(read_only_place.dir / "tether.db")
+    rejected = read_only_place.cli(url, "reject", eid, "--app", APP)
+    assert rejected.returncode == 5, rejected.stderr
+    said = rejected.stderr
+    assert f"SQLite database {db!r} cannot be written" in said, said
+    assert "read-only filesystem" in said or "may not" in said, said
+    assert as_json(read_only_place.cli(url, "runs", "show", eid, "--json"))["run"]["status"] == (
+        "paused"
+    )
+    assert (read_only_place.dir / "tether.db").read_bytes() == before
+
+
+def test_an_older_store_this_user_cannot_write_says_it_cannot_be_migrated_there(
+    read_only_place: Any,
+) -> None:
+    url, eid, _ = _paused_store(read_only_place)
+    db = read_only_place.dir / "tether.db"
+    # One version older: undo the newest migration (v9, approval deadlines) and its row.
+    assert SCHEMA_VERSION == 9, "undo the newest migration here instead of v9's"
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX pending_due_idx")
+        conn.execute("ALTER TABLE pending_interrupts DROP COLUMN due_at")
+        conn.execute("DELETE FROM tether_schema WHERE version = ?", (SCHEMA_VERSION,))
+    conn.close()
+    before = db.read_bytes()
+    read_only_place.seal()
+    for args in (("runs", "list"), ("approve", eid, "--app", APP)):
+        proc = read_only_place.cli(url, *args)
+        assert proc.returncode == 5, proc.stderr
+        said = " ".join(proc.stderr.split())
+        assert f"{str(db)!r} holds tether schema version {SCHEMA_VERSION - 1}" in said, said
+        assert "cannot be migrated here" in said and "tether db migrate" in said, said
+    migrate = read_only_place.cli(url, "db", "migrate")
+    assert migrate.returncode == 5, migrate.stderr
+    assert f"SQLite database {str(db)!r} cannot be" in migrate.stderr, migrate.stderr
+    assert db.read_bytes() == before
+
+
+def test_a_log_of_commits_this_user_cannot_index_is_refused_saying_so_not_misread(
+    read_only_place: Any,
+) -> None:
+    url, eid, _ = _paused_store(read_only_place)
+    db = read_only_place.dir / "tether.db"
+    wal = read_only_place.dir / "tether.db-wal"
+    # A commit still in the -wal file and no -shm (a writer that died, a copy taken mid-run):
+    # the bytes of both files while a writer holds the commit in its log, put back after.
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE runs SET status = 'failed' WHERE execution_id = ?", (eid,))
+    files = db.read_bytes(), wal.read_bytes()
+    writer.close()
+    db.write_bytes(files[0])
+    wal.write_bytes(files[1])
+    for left in read_only_place.dir.glob("tether.db-shm"):
+        left.unlink()
+    read_only_place.seal()
+    proc = read_only_place.cli(url, "runs", "list", "--json")
+    assert proc.returncode == 5, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert f"cannot read SQLite database {str(db)!r}" in said, said
+    assert "holds commits" in said and "-shm" in said, said
+    assert "not a readable" not in said
