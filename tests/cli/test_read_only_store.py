@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from tests.cli.test_cli import APP, as_json, paused_run, tether_cli
 from tether import Checkpointer
 from tether.store.sqlite import SCHEMA_VERSION, SQLiteCheckpointer
@@ -150,3 +152,88 @@ def test_a_log_of_commits_this_user_cannot_index_is_refused_saying_so_not_misrea
     assert f"cannot read SQLite database {str(db)!r}" in said, said
     assert "holds commits" in said and "-shm" in said, said
     assert "not a readable" not in said
+
+
+# --- Postgres: a role that may only read, and a migration in progress ---------------------------
+
+
+@contextmanager
+def _select_only_role(schema: str, *, read_only_transactions: bool) -> Iterator[str]:
+    """A login role granted only USAGE on ``schema`` and SELECT on its tables (a dashboard's);
+    with ``read_only_transactions`` every transaction it opens is read-only, as on a hot
+    standby. Yields the role's DSN; the role is dropped after."""
+    import psycopg
+
+    from tests.conftest import PG_DSN
+
+    role = f"tether_reader_{schema}"
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        if read_only_transactions:
+            admin.execute(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
+        try:
+            yield PG_DSN.replace("postgres@", f"{role}@", 1)
+        finally:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
+
+
+def _listed(url: str) -> list[tuple[str, str]]:
+    listed = as_json(tether_cli(url, "runs", "list", "--json"))
+    return [(r["execution_id"], r["status"]) for r in listed]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("standby", [False, True], ids=["select-only", "read-only-transactions"])
+def test_a_postgres_role_that_may_only_read_reads_the_store_and_a_write_names_the_refusal(
+    pg_schema: str, standby: bool
+) -> None:
+    from tests.conftest import PG_DSN
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    eid = paused_run(store)
+    owner_url = f"{PG_DSN}?schema={pg_schema}"
+    before = as_json(tether_cli(owner_url, "runs", "show", eid, "--json"))
+    with _select_only_role(pg_schema, read_only_transactions=standby) as dsn:
+        url = f"{dsn}?schema={pg_schema}"
+        for args in _reads(eid):
+            proc = tether_cli(url, *args, "--json")
+            # Before: every command failed "refused setup: permission denied for schema" (or
+            # "cannot execute CREATE TABLE in a read-only transaction"): opening the store
+            # always ran the migration plan's DDL, even at the current version.
+            assert proc.returncode == 0, (args, proc.stderr)
+        assert _listed(url) == [(eid, "paused")]
+        rejected = tether_cli(url, "reject", eid, "--app", APP)
+        assert rejected.returncode == 5, rejected.stderr
+        said = " ".join(rejected.stderr.split())
+        assert "permission denied" in said or "read-only transaction" in said, said
+    assert as_json(tether_cli(owner_url, "runs", "show", eid, "--json")) == before
+    store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_reading_commands_do_not_queue_behind_a_migration_in_progress(
+    pg_schema: str,
+) -> None:
+    import psycopg
+
+    from tests.conftest import PG_DSN
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    eid = paused_run(store)
+    url = f"{PG_DSN}?schema={pg_schema}"
+    # Another process migrating the schema holds the migrations lock for its transaction.
+    with psycopg.connect(PG_DSN) as migrating:
+        migrating.execute("SELECT pg_advisory_xact_lock(%s)", (store._lock_key,))
+        for args in _reads(eid):
+            started = time.monotonic()
+            proc = tether_cli(url, *args, "--json")
+            # Before: each command waited for the lock (here: the 60 s subprocess timeout).
+            assert proc.returncode == 0, (args, proc.stderr)
+            assert time.monotonic() - started < 20, args
+        migrating.rollback()
+    store.close()

@@ -148,6 +148,10 @@ CREATE_SCHEMA_TABLE: Final = (
     "CREATE TABLE IF NOT EXISTS {schema}.tether_schema "
     "(version integer NOT NULL, applied_at timestamptz NOT NULL)"
 )
+SELECT_SCHEMA_TABLE_EXISTS: Final = (
+    "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = %s AND c.relname = 'tether_schema'"
+)
 SELECT_SCHEMA_VERSION: Final = "SELECT MAX(version) FROM {schema}.tether_schema"
 INSERT_SCHEMA_VERSION: Final = (
     "INSERT INTO {schema}.tether_schema (version, applied_at) VALUES (%s, now())"

@@ -287,6 +287,17 @@ class PostgresCheckpointer(AuditOperations, LeaseOperations, ControlOperations, 
 
     # --- schema and pools -----------------------------------------------------------------
     def _setup_plan(self) -> Plan[None]:
+        # A schema already at this version is only read: no lock, no DDL, so a role that may
+        # only SELECT (a dashboard's, a hot standby's) reads the store, and readers never
+        # queue behind another process's migration (docs/storage.md, Postgres).
+        if (yield self._q(q.SELECT_SCHEMA_TABLE_EXISTS), (self.schema,)).one() is not None:
+            found = (yield self._q(q.SELECT_SCHEMA_VERSION), None).rows[0][0] or 0
+            if found > q.SCHEMA_VERSION:
+                raise schema_too_new(
+                    f"schema {self.schema!r} on {self._target}", found, q.SCHEMA_VERSION
+                )
+            if found == q.SCHEMA_VERSION:
+                return
         yield self._q(q.LOCK_MIGRATIONS), (self._lock_key,)
         if (yield self._q(q.SELECT_SCHEMA_EXISTS), (self.schema,)).one() is None:
             yield self._q(q.CREATE_SCHEMA), None
