@@ -36,7 +36,7 @@ from ..registry import Registry
 from ..store.base import Checkpointer
 
 # Shared with the CLI, so the API's JSON is identical to `tether ... --json`.
-from ..views import run_detail
+from ..views import readable_rows, run_detail
 from ._inspect import conversation, inspect_checkpoint
 
 T = TypeVar("T")
@@ -154,6 +154,8 @@ class Service:
         plus ``runner_available``, ``conversation`` (an agent run's messages:
         :func:`tether.web._inspect.conversation`) and, given ``checkpoint_id``, ``inspected``
         (that checkpoint's state and value diff: :func:`tether.web._inspect.inspect_checkpoint`).
+        A damaged run (a checkpoint row that cannot be decoded) is read as far as its rows
+        decode, ``damaged`` naming the first row that cannot be read.
 
         Raises:
             ActionError: (404) no such run, or no such checkpoint in it.
@@ -163,7 +165,8 @@ class Service:
             run = self.store.get_run(execution_id)
             if run is None:
                 raise ActionError(404, f"no run with execution_id {execution_id!r}")
-            rows = self.store.list(execution_id)
+            # As `tether runs show` reads it: a damaged run as far as its rows decode.
+            rows, damage = readable_rows(self.store, execution_id)
             inspected = None
             if checkpoint_id is not None:
                 inspected = inspect_checkpoint(rows, checkpoint_id, run.input)
@@ -172,7 +175,7 @@ class Service:
                         404, f"run {execution_id!r} has no checkpoint {checkpoint_id!r}"
                     )
             return {
-                **run_detail(self.store, run, rows),
+                **run_detail(self.store, run, rows, damage),
                 "runner_available": run.runner_name in self.registry,
                 "conversation": conversation(rows),
                 "inspected": inspected,
