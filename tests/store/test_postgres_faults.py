@@ -11,6 +11,7 @@ bound of a second is far from both."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ import pytest
 
 import tether
 from tests.conftest import IN_CI
-from tests.store.pg_cluster import Cluster, find_bindir
+from tests.store.pg_cluster import Cluster, _free_port, find_bindir
 from tests.support.results import run_of
 from tests.support.waiting import wait_for
 from tether import Chain, interrupt
@@ -377,10 +378,95 @@ def test_runs_during_an_outage_fail_within_the_timeout_and_the_first_after_it_is
         store.close()
 
 
+def _connect_warnings(caplog) -> dict[str, list[str]]:
+    """psycopg_pool's failed-connect warnings, by pool name."""
+    by_pool: dict[str, list[str]] = {}
+    for r in caplog.records:
+        if r.name == "psycopg.pool" and str(r.msg).startswith("error connecting in"):
+            by_pool.setdefault(r.args[0], []).append(r.getMessage())
+    return by_pool
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_an_operation_waiting_on_a_refused_server_logs_one_warning_not_a_dozen_a_second(
+    caplog, driver
+):
+    from tether.store.postgres import PostgresCheckpointer
+
+    caplog.set_level(logging.WARNING, logger="psycopg.pool")
+    port = _free_port()  # nothing listens: every connect is refused at once
+    store = PostgresCheckpointer(
+        f"postgresql://postgres@127.0.0.1:{port}/postgres", timeout_seconds=2
+    )
+    try:
+        with pytest.raises(StoreUnavailableError, match="Connection refused"):
+            if driver == "sync":
+                store.list_runs()
+            else:
+                asyncio.run(store.aget_run("r-1"))
+    finally:
+        store.close()
+    by_pool = _connect_warnings(caplog)
+    # Connecting again every quarter second, psycopg_pool warned about 12 times a second.
+    assert by_pool and all(len(lines) == 1 for lines in by_pool.values()), by_pool
+    for pool, (line,) in by_pool.items():
+        assert pool.startswith("tether-") and "Connection refused" in line, line
+
+
+def test_the_outage_log_filter_leaves_other_pools_alone():
+    from tether.store._postgres_recovery import OUTAGE_LOG
+
+    def record(msg: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("psycopg.pool", logging.WARNING, __file__, 1, msg, args, None)
+
+    for _ in range(3):
+        assert OUTAGE_LOG.filter(record("error connecting in %r: %s", "mine", "refused"))
+        assert OUTAGE_LOG.filter(
+            record("reconnection attempt in pool %r failed after %s sec", "mine", 0)
+        )
+    assert OUTAGE_LOG.filter(record("discarding broken connection: %s", "conn"))
+
+
+def test_an_outage_longer_than_the_log_interval_logs_again_with_the_count_left_out(
+    monkeypatch, caplog
+):
+    from tether.store import _postgres_recovery as recovery
+
+    caplog.set_level(logging.INFO, logger="tether.store.postgres")
+    pool = f"tether-{uuid.uuid4().hex[:8]}-sync"
+
+    def failed() -> logging.LogRecord | None:
+        rec = logging.LogRecord(
+            "psycopg.pool",
+            logging.WARNING,
+            __file__,
+            1,
+            "error connecting in %r: %s",
+            (pool, "Connection refused"),
+            None,
+        )
+        return rec if recovery.OUTAGE_LOG.filter(rec) else None
+
+    first = failed()
+    assert first is not None and "Connection refused" in first.getMessage()
+    assert [failed() for _ in range(5)] == [None] * 5
+    monkeypatch.setattr(recovery, "OUTAGE_LOG_EVERY_SECONDS", 0.0)
+    again = failed()
+    assert again is not None and "5 like it not logged" in again.getMessage(), again
+    recovery.OUTAGE_LOG.connected(pool)
+    (line,) = [r.getMessage() for r in caplog.records if pool in r.getMessage()]
+    assert "connected again" in line and "7 failed connects" in line, line
+    monkeypatch.setattr(recovery, "OUTAGE_LOG_EVERY_SECONDS", 30.0)
+    assert failed() is not None  # a new outage: its first failure is logged again
+    recovery.OUTAGE_LOG.connected(pool)
+
+
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_a_run_waiting_through_an_outage_is_served_as_soon_as_the_server_is_back(
-    cluster, admin, schema, driver
+    cluster, admin, schema, driver, caplog
 ):
+    caplog.set_level(logging.WARNING, logger="psycopg.pool")
+    caplog.set_level(logging.INFO, logger="tether.store.postgres")
     store = _store(cluster, schema, min_size=2, max_size=4, timeout_seconds=60)
 
     async def body(run):
@@ -400,6 +486,20 @@ def test_a_run_waiting_through_an_outage_is_served_as_soon_as_the_server_is_back
         assert result.status == "completed"
         # One pause between connect rounds (a quarter second), a connect and the run.
         assert seconds < 1.5, f"the waiting run ended {seconds:.2f} s after the server was back"
+        # Ten seconds of connects every quarter second: one warning (dozens before), then a
+        # line saying the pool is connected again and how many connects failed.
+        by_pool = _connect_warnings(caplog)
+        assert all(len(lines) == 1 for lines in by_pool.values()), {
+            k: len(v) for k, v in by_pool.items()
+        }
+        back = {
+            r.args[0]: r.args[2]
+            for r in caplog.records
+            if r.name == "tether.store.postgres" and str(r.msg).startswith("connected again")
+        }
+        # The driver's pool, which the run waited on; a pool nobody waited on reconnects, and
+        # says so, only when next used.
+        assert back.get(f"tether-{schema}-{driver}", 0) >= 10, back  # what was left out
     finally:
         if not cluster.is_running():
             cluster.start()

@@ -214,6 +214,7 @@ class Database:
             "max_size": self.max_size,
             "timeout": self.timeout_seconds,
             "check": recovery.check,
+            "configure": recovery.configure,
             "reconnect_timeout": 0,
             "reconnect_failed": recovery.reconnect_failed,
             "open": False,

@@ -23,15 +23,25 @@ places, and both cost a user's next operation seconds after the server was fine 
 A checkout is cheap when nothing died: the check costs a round trip only when the idle
 connection's socket has something to read (the server spoke unprompted, which on a connection
 we never ``LISTEN`` on almost always means it was terminated).
+
+Connecting without back-off would also log without back-off: psycopg_pool warns on every failed
+connect, about a dozen lines a second for each operation waiting through an outage. So
+:class:`OutageLogFilter` keeps, of our pools' warnings (pools named ``tether-…``), the first
+failed connect of an outage and one every :data:`OUTAGE_LOG_EVERY_SECONDS` with the count left
+out, drops "reconnection attempt … failed after 0 sec" (giving up at once is this design, and
+the retry follows), and the first connection after the outage logs, at INFO on
+``tether.store.postgres``, how long the outage lasted and how many connects failed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import select
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
@@ -42,7 +52,79 @@ RETRY_CONNECT_SECONDS: Final = 0.25
 """The pause between rounds of connecting while an operation waits for a connection to a
 server that refuses them."""
 
+OUTAGE_LOG_EVERY_SECONDS: Final = 30.0
+"""During an outage, at most one failed-connect warning of a pool is logged per this many
+seconds; the lines left out are counted in the next one."""
+
 _log = logging.getLogger("tether.store.postgres")
+
+_POOL_PREFIX: Final = "tether-"
+_CONNECT_FAILED: Final = "error connecting in %r: %s"
+_GAVE_UP: Final = "reconnection attempt in pool %r failed after %s sec"
+
+
+@dataclasses.dataclass
+class _Outage:
+    started: float  # monotonic seconds of the first failed connect
+    logged: float  # monotonic seconds of the last warning let through
+    failures: int = 1  # failed connects since it started
+    left_out: int = 0  # warnings dropped since the last one let through
+
+
+class OutageLogFilter(logging.Filter):
+    """Thins psycopg_pool's connect warnings for tether's pools (see the module docstring).
+
+    Installed once on the ``psycopg.pool`` logger; records of other pools pass untouched.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._outages: dict[str, _Outage] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not (
+            record.msg in (_CONNECT_FAILED, _GAVE_UP)
+            and isinstance(args, tuple)
+            and args
+            and isinstance(args[0], str)
+            and args[0].startswith(_POOL_PREFIX)
+        ):
+            return True
+        if record.msg == _GAVE_UP:
+            return False
+        now = time.monotonic()
+        with self._lock:
+            outage = self._outages.get(args[0])
+            if outage is None:
+                self._outages[args[0]] = _Outage(started=now, logged=now)
+                return True
+            outage.failures += 1
+            if now - outage.logged < OUTAGE_LOG_EVERY_SECONDS:
+                outage.left_out += 1
+                return False
+            left_out, outage.left_out, outage.logged = outage.left_out, 0, now
+        record.msg = f"{_CONNECT_FAILED} (still failing; {left_out} like it not logged)"
+        return True
+
+    def connected(self, pool_name: str) -> None:
+        """A connection of ``pool_name`` was made: an outage it logged, if any, is over."""
+        if not self._outages:  # the common case: one dict check per new connection
+            return
+        with self._lock:
+            outage = self._outages.pop(pool_name, None)
+        if outage is not None:
+            _log.info(
+                "connected again in %r after %.1f s and %d failed connects",
+                pool_name,
+                time.monotonic() - outage.started,
+                outage.failures,
+            )
+
+
+OUTAGE_LOG = OutageLogFilter()
+logging.getLogger("psycopg.pool").addFilter(OUTAGE_LOG)
 
 
 def _idle_socket_readable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -82,6 +164,11 @@ class SyncRecovery(_Recovery):
         super().__init__()
         self.pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Pool ``configure`` callback: a new connection ends an outage's log."""
+        if self.pool is not None:
+            OUTAGE_LOG.connected(self.pool.name)
 
     def check(self, conn: psycopg.Connection[Any]) -> None:
         """Pool ``check`` callback: raise if ``conn`` is dead, and then sweep the idle ones."""
@@ -133,6 +220,11 @@ class AsyncRecovery(_Recovery):
         super().__init__()
         self.pool: AsyncConnectionPool[Any] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+
+    async def configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """As :meth:`SyncRecovery.configure`."""
+        if self.pool is not None:
+            OUTAGE_LOG.connected(self.pool.name)
 
     async def check(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """As :meth:`SyncRecovery.check`."""
