@@ -40,6 +40,7 @@ import enum
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -452,7 +453,11 @@ def _as_equal(obj: Any) -> Any:
     return obj
 
 
-def parse_json_text(text: str | bytes) -> Any:
+def parse_json_text(
+    text: str | bytes,
+    *,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+) -> Any:
     """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only.
 
     Python's parser also takes ``NaN`` and ``Infinity``, and reads a number past the float
@@ -460,6 +465,9 @@ def parse_json_text(text: str | bytes) -> Any:
     array exhausts its recursion; each is refused here as not JSON, as are bytes that are not
     text in the encoding :func:`json.loads` detects (UTF-8 unless a BOM or NULs say UTF-16 or
     UTF-32).
+
+    ``object_pairs_hook`` is :func:`json.loads`'s: it builds each object from its pairs in
+    document order (the web API's bodies refuse a key given twice with it).
 
     Raises:
         json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity`` or a number
@@ -482,7 +490,9 @@ def parse_json_text(text: str | bytes) -> Any:
         return value
 
     try:
-        return json.loads(text, parse_constant=refuse, parse_float=finite)
+        return json.loads(
+            text, parse_constant=refuse, parse_float=finite, object_pairs_hook=object_pairs_hook
+        )
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None
     except UnicodeDecodeError as exc:

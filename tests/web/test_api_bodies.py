@@ -186,3 +186,102 @@ def test_a_write_to_an_unknown_run_is_404_naming_it_and_changes_no_other_run(cli
     assert "no run with execution_id 'no-such-run'" in refused.json()["error"]
     assert store.get_run("no-such-run") is None
     assert snapshot(store, eid) == before
+
+
+@pytest.mark.parametrize(
+    ("action", "content", "said"),
+    [
+        ("approve", b'{"note": "ok", "note": "not ok"}', "key 'note' twice;"),
+        ("reject", b'{"note": "no", "data": null, "note": "yes"}', "key 'note' twice;"),
+        ("cancel", b'{"by": "a", "by": "b"}', "key 'by' twice;"),
+        ("delete", b'{"confirm": false, "confirm": true}', "key 'confirm' twice;"),
+        ("approve", b'{"data": {"cap": 400, "cap": 4000}}', "key 'cap' twice in data;"),
+        ("approve", b'{"data": [1, {"a": {"b": 1, "b": 2}}]}', "key 'b' twice in data[1].a;"),
+        ("approve", b'{"data": {"a b": {"x": [{"y": 0, "y": 0}]}}}', 'in data["a b"].x[0];'),
+    ],
+)
+def test_a_body_with_a_duplicate_key_at_any_depth_is_400_naming_it_and_changes_nothing(
+    client, store, action, content, said
+):
+    error = refused_error(client, store, action, content=content)
+    assert error.startswith("the body has the ") and said in error, error
+    assert error.endswith("; nothing was changed"), error
+
+
+def test_a_duplicate_key_is_refused_before_the_shape_is_checked(client, store):
+    error = refused_error(client, store, "approve", content=b'{"value": 1, "value": 2}')
+    assert error.startswith("the body has the key 'value' twice"), error
+
+
+@pytest.mark.parametrize("action", WRITES)
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        (b"\xef\xbb\xbf{}", "a UTF-8 byte order mark"),
+        (b'\xef\xbb\xbf{"note": "ok"}', "a UTF-8 byte order mark"),
+        ('\ufeff{"note": "ok"}'.encode("utf-16-le"), "UTF-16 LE (with a byte order mark)"),
+        ('\ufeff{"note": "ok"}'.encode("utf-16-be"), "UTF-16 BE (with a byte order mark)"),
+        ('\ufeff{"note": "ok"}'.encode("utf-32-le"), "UTF-32 LE (with a byte order mark)"),
+        ('\ufeff{"note": "ok"}'.encode("utf-32-be"), "UTF-32 BE (with a byte order mark)"),
+        ('{"note": "ok"}'.encode("utf-16-le"), "UTF-16 LE"),
+        ('{"note": "ok"}'.encode("utf-16-be"), "UTF-16 BE"),
+        ('{"note": "ok"}'.encode("utf-32-le"), "UTF-32 LE"),
+        ('{"note": "ok"}'.encode("utf-32-be"), "UTF-32 BE"),
+        ("{}".encode("utf-16-le"), "UTF-16 LE"),
+    ],
+)
+def test_a_body_that_is_not_utf8_without_a_bom_is_400_naming_what_was_found(
+    client, store, action, content, found
+):
+    error = refused_error(client, store, action, content=content)
+    assert "the body must be UTF-8 JSON without a byte order mark" in error, error
+    assert f"found {found};" in error, error
+    assert "nothing was changed" in error
+
+
+@pytest.mark.parametrize("action", WRITES)
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff", "byte 0xff at position 0"),
+        (b'{"note": "caf\xe9"}', "byte 0xe9 at position 13"),
+        (b'{"note": "\xed\xa0\x80"}', "byte 0xed at position 10"),  # an encoded surrogate
+        (b'{"note": "ok\xc3"}', "byte 0xc3 at position 12"),  # a truncated sequence
+    ],
+)
+def test_invalid_utf8_is_400_naming_the_byte_and_saying_nothing_was_changed(
+    client, store, action, content, said
+):
+    error = refused_error(client, store, action, content=content)
+    assert f"not UTF-8 text ({said})" in error, error
+    assert "nothing was changed" in error
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (b'{"note": "\\ud800"}', "in note;"),
+        (b'{"data": {"list": ["ok", "\\udfff"]}}', "in data.list[1];"),
+        (b'{"data": {"\\ud83d": 1}}', "in a key in data;"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_400_not_a_500_and_changes_nothing(
+    client, store, content, where
+):
+    error = refused_error(client, store, "approve", content=content)
+    assert "lone surrogate escape" in error and where in error, error
+    assert error.endswith("; nothing was changed"), error
+
+
+def test_a_body_that_reuses_a_key_only_in_separate_objects_still_answers(client, store):
+    eid = paused_run(store)
+    data = '[{"a": 1}, {"a": 2, "b": {"a": 3}}, "d\u00e9j\u00e0 vu", "\\ud83d\\ude00"]'
+    content = f'{{"note": "fine", "data": {data}}}'.encode()
+    answered = client.post(f"/api/runs/{eid}/approve", content=content, headers=JSON)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["resume_value"]["data"] == [
+        {"a": 1},
+        {"a": 2, "b": {"a": 3}},
+        "d\u00e9j\u00e0 vu",
+        "\U0001f600",  # an escaped surrogate pair is one character, and taken
+    ]
