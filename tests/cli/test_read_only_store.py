@@ -25,6 +25,7 @@ def _reads(eid: str) -> list[tuple[str, ...]]:
 def _write_transaction_held(store: Any) -> Iterator[None]:
     """Another connection holds an open write transaction that changed the run's row (on
     SQLite the write lock, taken by ``BEGIN IMMEDIATE``), until the block ends."""
+    conn: Any
     if hasattr(store, "path"):
         conn = sqlite3.connect(store.path, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
