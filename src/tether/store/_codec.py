@@ -372,6 +372,11 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
         )
     except (IndexError, TypeError, ValueError) as exc:
         raise CorruptRecordError(f"checkpoint row cannot be read: {exc}") from exc
+    except CorruptRecordError as exc:  # a column that cannot be decoded: name the run and row
+        named = _at_row(exc, row[CP.execution_id], row[CP.seq])
+        if named is exc:
+            raise
+        raise named from exc
 
 
 def pending_due_seconds(cp: Checkpoint) -> float | None:
