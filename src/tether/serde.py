@@ -40,7 +40,6 @@ import enum
 import json
 import sys
 import uuid
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -49,6 +48,7 @@ import orjson
 from .errors import CorruptRecordError, SerializationError
 
 __all__ = [
+    "AmbiguousJSONError",
     "FrozenDict",
     "canonical_dumps",
     "dumps",
@@ -453,23 +453,28 @@ def _as_equal(obj: Any) -> Any:
     return obj
 
 
-def parse_json_text(
-    text: str | bytes,
-    *,
-    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
-) -> Any:
-    """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only.
+class AmbiguousJSONError(json.JSONDecodeError):
+    """JSON syntax that does not read one way: an object giving a key twice (Python keeps the
+    last, another parser the first) or a string holding a lone surrogate escape (``"\\ud800"``:
+    no text, so no store takes it). ``msg`` names the key or string and where it is
+    (``data[1].a``)."""
+
+
+def parse_json_text(text: str | bytes) -> Any:
+    """Parse JSON a person or a client typed (an answer's data, an API body): RFC 8259 only,
+    read one way.
 
     Python's parser also takes ``NaN`` and ``Infinity``, and reads a number past the float
     range (``1e999``) as infinity, all of which :func:`dumps` refuses, and a deeply nested
     array exhausts its recursion; each is refused here as not JSON, as are bytes that are not
     text in the encoding :func:`json.loads` detects (UTF-8 unless a BOM or NULs say UTF-16 or
-    UTF-32).
-
-    ``object_pairs_hook`` is :func:`json.loads`'s: it builds each object from its pairs in
-    document order (the web API's bodies refuse a key given twice with it).
+    UTF-32). A key given twice in one object, which Python's parser resolves silently to the
+    last, and a lone surrogate (escaped, or in ``text`` itself) are refused as
+    :class:`AmbiguousJSONError`.
 
     Raises:
+        AmbiguousJSONError: a key twice in one object, or a lone surrogate; ``msg`` says which
+            and where.
         json.JSONDecodeError: ``text`` is not JSON, holds ``NaN``/``Infinity`` or a number
             past the float range, nests deeper than can be parsed, or is bytes that do not
             decode; ``msg`` and ``pos`` say where.
@@ -489,10 +494,23 @@ def parse_json_text(
             )
         return value
 
+    duplicated = False
+
+    def once(pairs: list[tuple[str, Any]]) -> Any:
+        nonlocal duplicated
+        built = dict(pairs)
+        if len(built) == len(pairs):
+            return built
+        duplicated = True
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                return _Duplicated(key)
+            seen.add(key)
+        raise AssertionError("unreachable: fewer keys than pairs means one came twice")
+
     try:
-        return json.loads(
-            text, parse_constant=refuse, parse_float=finite, object_pairs_hook=object_pairs_hook
-        )
+        value = json.loads(text, parse_constant=refuse, parse_float=finite, object_pairs_hook=once)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", doc, 0) from None
     except UnicodeDecodeError as exc:
@@ -502,3 +520,67 @@ def parse_json_text(
             doc,
             exc.start,
         ) from None
+    if duplicated or "\\u" in doc or not _is_text(doc):  # only then can the walk find one
+        _refuse_ambiguous(value, doc)
+    return value
+
+
+class _Duplicated:
+    """Stands in for an object that gave ``key`` twice, so the walk can say where it was."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _refuse_ambiguous(value: Any, doc: str) -> None:
+    """Raise :class:`AmbiguousJSONError` for the first (outermost, in document order) object
+    that gave a key twice or string (or key) holding a lone surrogate in ``value``."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        where = f" in {path}" if path else ""
+        if isinstance(item, _Duplicated):
+            quoted = json.dumps(item.key, ensure_ascii=False)
+            first = doc.find(quoted)
+            raise AmbiguousJSONError(
+                f"the key {item.key!r} appears twice{where}; JSON keeps only one of them, so "
+                "send each key once",
+                doc,
+                max(doc.find(quoted, first + 1), 0),
+            )
+        if isinstance(item, str) and not _is_text(item):
+            raise AmbiguousJSONError(
+                "a lone surrogate escape (\\ud800 to \\udfff, not a character) is in "
+                f"{path or 'the string'}; send text only",
+                doc,
+                0,
+            )
+        if isinstance(item, dict):
+            for key in item:
+                if not _is_text(key):
+                    raise AmbiguousJSONError(
+                        "a lone surrogate escape (\\ud800 to \\udfff, not a character) is in "
+                        f"a key{where}; send text only",
+                        doc,
+                        0,
+                    )
+            stack.extend((_step(path, k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _step(path: str, key: str) -> str:
+    """``path`` one key further: ``data.amount``, ``data["a b"]``."""
+    if key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"

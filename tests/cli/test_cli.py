@@ -211,6 +211,17 @@ def test_bad_input_exits_4_and_leaves_the_run_paused(store, db_url):
     assert bad_json.returncode == 4
     assert "--data is not valid JSON" in bad_json.stderr
 
+    for typed, said in (
+        ('{"cap": 1, "cap": 2}', "the key 'cap' appears twice"),
+        (
+            '{"a": ["\\udfff"]}',
+            "lone surrogate escape (\\ud800 to \\udfff, not a character) is in a[0]",
+        ),
+    ):
+        ambiguous = tether_cli(db_url, "approve", eid, "--app", APP, "--data", typed)
+        assert ambiguous.returncode == 4, ambiguous.stderr
+        assert "--data is not valid JSON" in ambiguous.stderr and said in ambiguous.stderr
+
     no_app = tether_cli(db_url, "resume", eid)
     assert no_app.returncode == 4 and "--app" in no_app.stderr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import httpx
+import pytest
 from starlette.testclient import TestClient
 
 from tests.web.conftest import (
@@ -229,6 +230,26 @@ def test_form_with_invalid_json_data_is_400_and_keeps_what_was_typed(client, sto
     assert bad.status_code == 400 and "not valid JSON" in bad.text
     assert "{oops" in bad.text and 'value="n1"' in bad.text
     assert store.get_pending_interrupt(eid).resume_value is None
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ('{"cap": 1, "cap": 2}', "the key &#39;cap&#39; appears twice"),
+        ('{"note": "\\ud800"}', "lone surrogate escape"),
+    ],
+)
+def test_form_data_that_does_not_read_one_way_is_400_and_answers_nothing(
+    client, store, typed, said
+):
+    eid = paused_run(store)
+    login(client)
+    token = csrf_of(client.get(f"/runs/{eid}").text)
+    bad = client.post(f"/runs/{eid}/approve", data={"csrf_token": token, "data": typed})
+    assert bad.status_code == 400 and said in bad.text, bad.text
+    pending = store.get_pending_interrupt(eid)
+    assert pending is not None and pending.resume_value is None
+    assert store.get_run(eid).status == "paused"
 
 
 def test_everything_from_the_store_is_escaped_in_html(client, store):

@@ -191,12 +191,16 @@ def test_a_write_to_an_unknown_run_is_404_naming_it_and_changes_no_other_run(cli
 @pytest.mark.parametrize(
     ("action", "content", "said"),
     [
-        ("approve", b'{"note": "ok", "note": "not ok"}', "key 'note' twice;"),
-        ("reject", b'{"note": "no", "data": null, "note": "yes"}', "key 'note' twice;"),
-        ("cancel", b'{"by": "a", "by": "b"}', "key 'by' twice;"),
-        ("delete", b'{"confirm": false, "confirm": true}', "key 'confirm' twice;"),
-        ("approve", b'{"data": {"cap": 400, "cap": 4000}}', "key 'cap' twice in data;"),
-        ("approve", b'{"data": [1, {"a": {"b": 1, "b": 2}}]}', "key 'b' twice in data[1].a;"),
+        ("approve", b'{"note": "ok", "note": "not ok"}', "key 'note' appears twice;"),
+        ("reject", b'{"note": "no", "data": null, "note": "yes"}', "key 'note' appears twice;"),
+        ("cancel", b'{"by": "a", "by": "b"}', "key 'by' appears twice;"),
+        ("delete", b'{"confirm": false, "confirm": true}', "key 'confirm' appears twice;"),
+        ("approve", b'{"data": {"cap": 400, "cap": 4000}}', "key 'cap' appears twice in data;"),
+        (
+            "approve",
+            b'{"data": [1, {"a": {"b": 1, "b": 2}}]}',
+            "key 'b' appears twice in data[1].a;",
+        ),
         ("approve", b'{"data": {"a b": {"x": [{"y": 0, "y": 0}]}}}', 'in data["a b"].x[0];'),
     ],
 )
@@ -204,13 +208,13 @@ def test_a_body_with_a_duplicate_key_at_any_depth_is_400_naming_it_and_changes_n
     client, store, action, content, said
 ):
     error = refused_error(client, store, action, content=content)
-    assert error.startswith("the body has the ") and said in error, error
+    assert error.startswith("in the body, the ") and said in error, error
     assert error.endswith("; nothing was changed"), error
 
 
 def test_a_duplicate_key_is_refused_before_the_shape_is_checked(client, store):
     error = refused_error(client, store, "approve", content=b'{"value": 1, "value": 2}')
-    assert error.startswith("the body has the key 'value' twice"), error
+    assert error.startswith("in the body, the key 'value' appears twice"), error
 
 
 @pytest.mark.parametrize("action", WRITES)

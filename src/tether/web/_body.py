@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from starlette.requests import Request
 
-from ..serde import parse_json_text
+from ..serde import AmbiguousJSONError, parse_json_text
 from ._http import capped_body
 from ._service import ActionError
 
@@ -117,17 +117,9 @@ _BOMS = (
 )
 
 
-class _Duplicated:
-    """Stands in for an object that gave ``key`` twice, so the walk can say where it was."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
 def _parse(raw: bytes) -> Any:
-    """``raw`` as JSON, read only one way: UTF-8 without a BOM, each key once per object.
+    """``raw`` as JSON, read only one way: UTF-8 without a BOM, each key once per object, no
+    lone surrogate (see :func:`tether.serde.parse_json_text`).
 
     Raises:
         ActionError: 400 saying what was wrong and that nothing was changed.
@@ -147,30 +139,14 @@ def _parse(raw: bytes) -> Any:
             f"the body is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
             f"{exc.start}); nothing was changed",
         ) from None
-    duplicated = False
-
-    def once(pairs: list[tuple[str, Any]]) -> Any:
-        nonlocal duplicated
-        built = dict(pairs)
-        if len(built) == len(pairs):
-            return built
-        duplicated = True
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                return _Duplicated(key)
-            seen.add(key)
-        raise AssertionError("unreachable: fewer keys than pairs means one came twice")
-
     try:
-        body = parse_json_text(text, object_pairs_hook=once)
+        return parse_json_text(text)
+    except AmbiguousJSONError as exc:
+        raise ActionError(400, f"in the body, {exc.msg}; nothing was changed") from None
     except json.JSONDecodeError as exc:
         raise ActionError(
             400, f"the body is not valid JSON: {exc.msg}; nothing was changed"
         ) from None
-    if duplicated or "\\u" in text:  # only then can the walk find something
-        _refuse_ambiguous(body)
-    return body
 
 
 def _not_utf8(raw: bytes) -> str | None:
@@ -190,58 +166,6 @@ def _not_utf8(raw: bytes) -> str | None:
         if not raw[1]:
             return "UTF-16 LE"
     return None
-
-
-def _refuse_ambiguous(body: Any) -> None:
-    """Refuse an object that gave a key twice (the outermost, the first in document order),
-    or a string holding a lone surrogate (``"\\ud800"``: JSON syntax, but no text, so no store
-    takes it).
-
-    Raises:
-        ActionError: 400 naming the key and where it is; nothing was changed.
-    """
-    stack: list[tuple[str, Any]] = [("", body)]
-    while stack:
-        path, value = stack.pop()
-        where = f" in {path}" if path else ""
-        if isinstance(value, _Duplicated):
-            raise ActionError(
-                400,
-                f"the body has the key {value.key!r} twice{where}; JSON keeps only one of "
-                "them, so send each key once; nothing was changed",
-            )
-        if isinstance(value, str) and not _is_text(value):
-            raise ActionError(
-                400,
-                "the body has a lone surrogate escape (\\ud800 to \\udfff, not a character) "
-                f"in {path or 'its string'}; send text only; nothing was changed",
-            )
-        if isinstance(value, dict):
-            for key in value:
-                if not _is_text(key):
-                    raise ActionError(
-                        400,
-                        "the body has a lone surrogate escape (\\ud800 to \\udfff, not a "
-                        f"character) in a key{where}; send text only; nothing was changed",
-                    )
-            stack.extend((_step(path, k), v) for k, v in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(value))))
-
-
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _step(path: str, key: str) -> str:
-    """``path`` one key further: ``data.amount``, ``data["a b"]``."""
-    if key.isidentifier():
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _is(kind: Kind, value: Any) -> bool:
