@@ -116,3 +116,87 @@ def test_resume_in_code_of_a_damaged_paused_agent_run_is_refused_naming_the_row(
     names(str(info.value), eid, seq)
     assert dump(store, eid, lease=False) == before
     no_lease(store, eid)
+
+
+# --- the CLI --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", DAMAGE)
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+@pytest.mark.parametrize("app", [False, True], ids=["store-only", "with-app"])
+def test_tether_approve_or_reject_of_a_damaged_paused_run_is_refused_naming_the_row(
+    store: Any, db_url: str, where: str, verb: str, app: bool
+) -> None:
+    eid = paused(store)
+    seq = damage(store, eid, where)
+    before = dump(store, eid)
+    proc = tether_cli(db_url, verb, eid, *(["--app", APP] if app else []), "--note", "n")
+    assert proc.returncode == 5, (proc.stdout, proc.stderr)
+    assert "CorruptRecordError" in proc.stderr and "Traceback" not in proc.stderr
+    names(proc.stderr, eid, seq)
+    assert dump(store, eid) == before
+
+
+@pytest.mark.parametrize("where", ["paused_state", "older_state"])
+def test_tether_resume_of_a_stored_answer_on_a_run_damaged_since_is_refused(
+    store: Any, db_url: str, where: str
+) -> None:
+    eid = paused(store)
+    pending = store.get_pending_interrupt(eid)
+    store_answer(store, eid, Resume(True, checkpoint_id=pending.checkpoint_id))
+    seq = damage(store, eid, where)
+    before = dump(store, eid)
+    proc = tether_cli(db_url, "resume", eid, "--app", APP)
+    assert proc.returncode == 5, (proc.stdout, proc.stderr)
+    assert "CorruptRecordError" in proc.stderr and "Traceback" not in proc.stderr
+    names(proc.stderr, eid, seq)
+    assert dump(store, eid) == before
+
+
+# --- the web --------------------------------------------------------------------------------
+
+
+def web(store: Any, with_runner: bool) -> TestClient:
+    registry = Registry(orders_chain(store)) if with_runner else None
+    return TestClient(
+        create_app(store, registry=registry, token=TOKEN), base_url="http://127.0.0.1"
+    )
+
+
+@pytest.mark.parametrize("where", DAMAGE)
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+@pytest.mark.parametrize("with_runner", [False, True], ids=["store-only", "with-runner"])
+def test_api_answer_of_a_damaged_paused_run_is_refused_naming_the_row(
+    store: Any, where: str, verb: str, with_runner: bool
+) -> None:
+    eid = paused(store)
+    seq = damage(store, eid, where)
+    before = dump(store, eid)
+    with web(store, with_runner) as client:
+        got = client.post(f"/api/runs/{eid}/{verb}", headers=bearer(), json={"note": "n"})
+    assert got.status_code == 500, got.text
+    error = got.json()["error"]
+    names(error, eid, seq)
+    assert "cannot be answered" in error and "Traceback" not in got.text
+    assert dump(store, eid) == before
+
+
+@pytest.mark.parametrize("where", ["paused_state", "older_state"])
+@pytest.mark.parametrize("with_runner", [False, True], ids=["store-only", "with-runner"])
+def test_the_run_page_answer_form_of_a_damaged_paused_run_is_refused_naming_the_row(
+    store: Any, where: str, with_runner: bool
+) -> None:
+    eid = paused(store)
+    seq = damage(store, eid, where)
+    before = dump(store, eid)
+    with web(store, with_runner) as client:
+        login(client)
+        page = client.get(f"/runs/{eid}")
+        assert page.status_code == 200, page.text
+        form = {"csrf_token": csrf_of(page.text), "execution_id": eid, "note": "n"}
+        got = client.post(f"/runs/{eid}/approve", data=form, follow_redirects=False)
+    assert got.status_code == 500, got.text
+    assert "cannot be answered" in got.text and f"seq {seq}" in got.text
+    assert 'id="damaged"' in got.text  # the run page, showing the run as far as it reads
+    assert "Traceback" not in got.text
+    assert dump(store, eid) == before

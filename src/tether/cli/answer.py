@@ -24,7 +24,7 @@ from ..audit import answer_metadata, os_user, oversized_answer
 from ..chain import Chain
 from ..checkpoint import Checkpoint, latest_forkable
 from ..control import refuse_if_cancelled
-from ..engine.claim import question_changed, store_answer
+from ..engine.claim import answerable_row, question_changed, store_answer
 from ..errors import AlreadyResumed, ChainResumeError, CheckpointNotFoundError, RunNotFoundError
 from ..interrupt import Resume
 from ..registry import RunOutcome
@@ -59,6 +59,7 @@ def _answerable(
         AlreadyResumed: the interrupt was answered already, or the run paused once and has
             moved on.
         CommandError: (exit 3) the run never paused, so there is nothing to answer.
+        CorruptRecordError: (exit 5) the question's row cannot be read: nothing is written.
     """
     run = store.get_run(execution_id)
     if run is None:
@@ -94,6 +95,8 @@ def _answerable(
             execution_id=execution_id,
             node_id=pending.node_id,
         )
+    # Before the answer is stored or the run's lease taken: a damaged run cannot be answered.
+    answerable_row(store, execution_id, pending.checkpoint_id)
     return pending
 
 
@@ -296,6 +299,8 @@ def resume(
                 execution_id=execution_id,
                 node_id=pending.node_id,
             )
+        if pending is not None:  # its answer was stored: refuse a damaged run before its lease
+            answerable_row(store, execution_id, pending.checkpoint_id)
         if updates is None:
             result = runner.resume(execution_id)
         elif isinstance(runner, Chain):

@@ -10,14 +10,20 @@ from collections.abc import AsyncIterator
 from ..audit import answer_entry
 from ..checkpoint import Checkpoint
 from ..control import refuse_if_cancelled
-from ..errors import AlreadyResumed, ChainResumeError, InterruptChangedError
+from ..errors import AlreadyResumed, ChainResumeError, CorruptRecordError, InterruptChangedError
 from ..interrupt import Answer, Resume, answers_with, pending_identity, stored_answers
 from ..store.base import Checkpointer, PendingInterrupt
 from .lease import current as current_lease
 from .owners import new_owner, process_is_dead
 from .sync import raise_if_cancel_requested
 
-__all__ = ["DEFAULT_CLAIM_LEASE_SECONDS", "claim", "claim_heartbeat", "question_changed"]
+__all__ = [
+    "DEFAULT_CLAIM_LEASE_SECONDS",
+    "answerable_row",
+    "claim",
+    "claim_heartbeat",
+    "question_changed",
+]
 
 DEFAULT_CLAIM_LEASE_SECONDS = 60.0
 
@@ -166,6 +172,27 @@ async def claim_heartbeat(
             await task
 
 
+def answerable_row(store: Checkpointer, execution_id: str, checkpoint_id: str) -> Checkpoint | None:
+    """The row of the question at ``checkpoint_id``, read as a resume reads it (its state
+    replayed from its snapshot, its ``node_input``), before anything answers it: the check the
+    CLI and the web make before they store an answer or take the run's lease to resume it.
+
+    Raises:
+        CorruptRecordError: the row (or a row its state replays through) cannot be decoded: a
+            damaged run cannot be answered; names the run and the seq, and nothing was written.
+    """
+    try:
+        return store.get_checkpoint(execution_id, checkpoint_id)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"run {execution_id!r} cannot be answered, nothing was stored: {exc.message}. "
+            f"Repair the row, or end the run with `tether cancel {execution_id}`",
+            execution_id=execution_id,
+            node_id=exc.node_id,
+            seq=exc.seq,
+        ) from exc
+
+
 def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
     """Store ``value`` for the question it is bound to, with its audit entry, or refuse it
     naming what happened: the answer of a surface (the CLI, the web page) that has no runner
@@ -174,10 +201,11 @@ def store_answer(store: Checkpointer, execution_id: str, value: Resume) -> None:
     Raises:
         InterruptChangedError: the run waits on another question than ``value``'s.
         AlreadyResumed: the question was answered or resumed meanwhile.
+        CorruptRecordError: the question's row cannot be read (:func:`answerable_row`).
     """
     assert value.checkpoint_id is not None
-    question: Checkpoint | PendingInterrupt | None = store.get_checkpoint(
-        execution_id, value.checkpoint_id
+    question: Checkpoint | PendingInterrupt | None = answerable_row(
+        store, execution_id, value.checkpoint_id
     )
     if question is None:
         question = store.get_pending_interrupt(execution_id)

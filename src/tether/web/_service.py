@@ -19,12 +19,13 @@ import anyio.to_thread
 from .. import _durations as durations
 from ..audit import DATA_MAX_BYTES, NOTE_MAX_CHARS, answer_metadata, oversized_answer
 from ..control import refuse_if_cancelled
-from ..engine.claim import question_changed, store_answer
+from ..engine.claim import answerable_row, question_changed, store_answer
 from ..errors import (
     AlreadyResumed,
     ChainResumeError,
     CheckpointNotFoundError,
     ConfigurationError,
+    CorruptRecordError,
     InterruptChangedError,
     RunCancelledError,
     RunnerMismatchError,
@@ -60,6 +61,16 @@ def _refusals(execution_id: str, conflict: str) -> Iterator[None]:
         raise ActionError(409, f"cannot do that to run {execution_id}: {exc}") from None
     except TetherError as exc:
         raise ActionError(500, f"run {execution_id}: {exc}") from None
+
+
+@contextlib.contextmanager
+def _unreadable() -> Iterator[None]:
+    """A damaged run's refusal (:func:`tether.engine.claim.answerable_row`) as a 500 naming
+    the run and the row, as reading a damaged record is."""
+    try:
+        yield
+    except CorruptRecordError as exc:
+        raise ActionError(500, exc.message) from None
 
 
 def _outcome(action: str, result: Any) -> dict[str, Any]:
@@ -219,7 +230,8 @@ class Service:
                 :data:`DATA_MAX_BYTES`; 404 no such run, or ``answer.checkpoint_id`` names
                 no checkpoint of the run; 409 the interrupt was already
                 answered, the run is not waiting for an answer, waits on another question
-                than the one answered, or another resumer won the race (nothing changed).
+                than the one answered, or another resumer won the race (nothing changed);
+                500 a row of the question cannot be read (a damaged run: nothing changed).
         """
         answer.check_size()
         return await self._off_loop(lambda: self._answer_one_at_a_time(execution_id, answer))
@@ -262,6 +274,10 @@ class Service:
         if pending.resume_value is not None:
             verdict = "approved" if pending.resume_value.get("approved") else "rejected"
             raise ActionError(409, f"run {execution_id} was already answered ({verdict})")
+        # Before the answer is stored or the run's lease taken: a damaged run cannot be
+        # answered (500, naming the run and the damaged row; nothing written).
+        with _unreadable():
+            answerable_row(self.store, execution_id, pending.checkpoint_id)
         value = answer.to_resume(pending.checkpoint_id)
         base = {
             "execution_id": execution_id,
@@ -270,7 +286,8 @@ class Service:
         }
         if run.runner_name not in self.registry:
             try:
-                store_answer(self.store, execution_id, value)
+                with _unreadable():
+                    store_answer(self.store, execution_id, value)
             except (InterruptChangedError, RunCancelledError) as exc:
                 raise ActionError(409, exc.message) from None
             except AlreadyResumed:
@@ -313,6 +330,9 @@ class Service:
                 raise ActionError(
                     409, f"run {execution_id} waits for an answer: approve or reject it"
                 )
+            if pending is not None:  # its answer was stored: a damaged run is refused here
+                with _unreadable():
+                    answerable_row(self.store, execution_id, pending.checkpoint_id)
             with _refusals(execution_id, "already resumed or completed"):
                 result = runner.resume(execution_id)
             return {"execution_id": execution_id, **_outcome("resumed", result)}
