@@ -28,6 +28,11 @@ run stays as it was (paused with its answer, or crashed), its lease is given bac
 clean end, the reason is recorded in its ``error``, one line goes to the log, and this worker
 never claims it again; a worker whose code has the step continues it.
 
+A paused run whose answer was stored but whose rows cannot be read (a damaged run: the
+resume's :class:`~tether.errors.CorruptRecordError` names the seq, raised before the claim) is
+left the same way, paused with its answer, without writing its ``error``: one line goes to the
+log and this worker never claims it again. Repair the row, or cancel the run.
+
 Each loop also applies the approval deadlines that fell due on questions of the runners it
 serves (``interrupt(..., timeout_seconds=, on_timeout=)``; :mod:`tether._deadlines`): a
 default answer is stored (and claimed by the loop's next claim), or the run ends failed or
@@ -54,6 +59,7 @@ from .engine.owners import activate, deactivate, new_owner
 from .engine.sync import raise_if_cancel_requested, run_sync
 from .errors import (
     ConfigurationError,
+    CorruptRecordError,
     LeaseLost,
     MissingStepError,
     ResumeError,
@@ -288,6 +294,13 @@ class _Worker:
             if lease.queued and isinstance(exc, ConfigurationError | SerializationError):
                 await self.refuse_start(run, exc)  # bad input: no crash, no retry
                 release = True
+            elif run.status == "paused" and _damaged_row(exc):
+                # A damaged row under a stored answer, refused before the claim: the run stays
+                # paused with its answer, as it was (a retry would only read it again).
+                self.left.add(eid)
+                self.stats.errors += 1
+                log.error("run %s left paused, its answer unclaimed: %s", eid, exc)
+                release = True
             else:  # retried (attempts kept), until dead-lettered
                 self.stats.errors += 1
                 raised = exc
@@ -313,6 +326,11 @@ class _Worker:
                 )
             else:  # lost, or cancelled: a step may still be in flight; the lease lapses
                 self.store.unfence(eid, self.owner)
+
+
+def _damaged_row(exc: Exception) -> bool:
+    """Whether ``exc`` names a run's checkpoint row that cannot be decoded (a damaged run)."""
+    return isinstance(exc, CorruptRecordError) and exc.seq is not None
 
 
 async def arun_worker(

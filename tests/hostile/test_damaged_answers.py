@@ -200,3 +200,31 @@ def test_the_run_page_answer_form_of_a_damaged_paused_run_is_refused_naming_the_
     assert 'id="damaged"' in got.text  # the run page, showing the run as far as it reads
     assert "Traceback" not in got.text
     assert dump(store, eid) == before
+
+
+# --- a worker picking up an answer stored before the damage -----------------------------------
+
+
+@pytest.mark.parametrize("where", ["paused_state", "older_state"])
+def test_a_worker_leaves_a_damaged_paused_run_with_a_stored_answer_as_it_was(
+    store: Any, where: str
+) -> None:
+    eid = paused(store)
+    pending = store.get_pending_interrupt(eid)
+    store_answer(store, eid, Resume(True, checkpoint_id=pending.checkpoint_id))
+    damage(store, eid, where)
+    before = dump(store, eid, lease=False)
+    started = time.monotonic()
+    stats = tether.run_worker(
+        Registry(orders_chain(store)),
+        store,
+        max_attempts=2,
+        poll_interval_seconds=0.01,
+        stop=lambda: time.monotonic() > started + 1.5,
+    )
+    after = dump(store, eid, lease=False)
+    assert stats.dead_lettered == 0 and stats.finished == 0, stats
+    assert after["checkpoints"] == before["checkpoints"] and after["audit"] == before["audit"]
+    assert after["pending"] == before["pending"]
+    assert store.get_run(eid).status == "paused"
+    no_lease(store, eid)
