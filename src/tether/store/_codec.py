@@ -223,7 +223,7 @@ def _at_row(exc: CorruptRecordError, execution_id: str, seq: int) -> CorruptReco
     text = exc.message
     if exc.execution_id != execution_id:
         text = f"run {execution_id!r}, seq {seq}: {text}"
-    named = CorruptRecordError(text, execution_id=execution_id, seq=seq)
+    named = CorruptRecordError(text, execution_id=execution_id, node_id=exc.node_id, seq=seq)
     named.__cause__ = exc
     return named
 
