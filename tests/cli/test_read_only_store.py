@@ -238,3 +238,58 @@ def test_postgres_reading_commands_do_not_queue_behind_a_migration_in_progress(
             assert time.monotonic() - started < 20, args
         migrating.rollback()
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_role_without_privileges_is_told_so_not_that_there_is_no_store(
+    pg_schema: str,
+) -> None:
+    import psycopg
+
+    from tests.conftest import PG_DSN
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    eid = paused_run(store)
+    store.close()
+    role = f"tether_nobody_{pg_schema}"
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        try:
+            url = PG_DSN.replace("postgres@", f"{role}@", 1) + f"?schema={pg_schema}"
+            for args in _reads(eid):
+                proc = tether_cli(url, *args)
+                said = " ".join(proc.stderr.split())
+                # Before: "no tether store in schema ...", sent to `tether db migrate`
+                # (information_schema hides the tables a role may not use).
+                assert proc.returncode == 5, (args, proc.stderr)
+                assert "permission denied" in said and "no tether store" not in said, said
+                assert "Traceback" not in proc.stderr
+        finally:
+            admin.execute(f'DROP ROLE "{role}"')
+
+
+@pytest.mark.postgres
+def test_a_statement_timeout_during_the_probe_is_a_store_error_not_a_driver_error(
+    pg_schema: str,
+) -> None:
+    import psycopg
+
+    from tests.conftest import PG_DSN
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    eid = paused_run(store)
+    store.close()
+    url = f"{PG_DSN}?schema={pg_schema}&options=-c%20statement_timeout%3D300"
+    # The version table locked by another transaction: the probe's read waits past the
+    # statement_timeout the URL sets (as a role's own setting would), and is cancelled.
+    with psycopg.connect(PG_DSN) as locker:
+        locker.execute(f'LOCK TABLE "{pg_schema}".tether_schema IN ACCESS EXCLUSIVE MODE')
+        for args in _reads(eid):
+            proc = tether_cli(url, *args)
+            said = " ".join(proc.stderr.split())
+            # Before: "tether: QueryCanceled: canceling statement ..." with exit 1.
+            assert proc.returncode == 5, (args, proc.stderr)
+            assert "StoreUnavailableError" in said and "statement timeout" in said, said
+        locker.rollback()

@@ -112,6 +112,7 @@ def check_postgres(url: str, *, allow_older: bool = False, store_required: bool 
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
+    from ._postgres_errors import translate
     from .postgres import SCHEMA_VERSION, _target, split_url
 
     dsn, options = split_url(url, {})
@@ -128,30 +129,51 @@ def check_postgres(url: str, *, allow_older: bool = False, store_required: bool 
     with conn:
         if not store_required:
             return
-        table = conn.execute(
-            "SELECT 1 FROM information_schema.tables "
-            "WHERE table_schema = %s AND table_name = 'tether_schema'",
-            (schema,),
-        ).fetchone()
-        if table is None:
-            rows = conn.execute(
-                "SELECT table_schema FROM information_schema.tables "
-                "WHERE table_name = 'tether_schema' ORDER BY 1"
-            ).fetchall()
-            names = [r[0] for r in rows]
-            others = ", ".join(names[:5]) + (
-                f" and {len(names) - 5} more" if len(names) > 5 else ""
-            )
-            raise StoreUnavailableError(
-                f"no tether store in schema {schema!r} of {where} (schemas holding one: "
-                f"{others or 'none'}); check ?schema= in --db / TETHER_DATABASE_URL "
-                f"({_CREATE_HINT})"
-            )
-        found = conn.execute(
-            psycopg.sql.SQL("SELECT MAX(version) FROM {}.tether_schema").format(
-                psycopg.sql.Identifier(schema)
-            )
-        ).fetchone()
-    _version_verdict(
-        f"schema {schema!r} of {where}", (found or [0])[0] or 0, SCHEMA_VERSION, allow_older
-    )
+        try:
+            found = _postgres_version(conn, schema, where)
+        except psycopg.Error as exc:
+            # A role's statement_timeout, a privilege missing on the schema: said in the
+            # store's words, never as a driver's error (docs/storage.md).
+            raise translate(
+                exc,
+                op="probe",
+                target=where,
+                pid=conn.info.backend_pid,
+                lost=conn.closed,
+                execution_id=None,
+                timeout_seconds=PROBE_CONNECT_TIMEOUT_SECONDS,
+            ) from None
+    _version_verdict(f"schema {schema!r} of {where}", found, SCHEMA_VERSION, allow_older)
+
+
+def _postgres_version(conn: Any, schema: str, where: str) -> int:
+    """The newest schema version in ``schema``, its table found in the catalogs (which every
+    role may read: a role without privileges on the store is told so by the next query, not
+    that there is none).
+
+    Raises:
+        StoreUnavailableError: ``schema`` holds no tether store (naming the ones that do).
+        psycopg.Error: the server refused or cancelled a query.
+    """
+    import psycopg
+
+    from ._postgres_sql import SELECT_SCHEMA_TABLE_EXISTS
+
+    if conn.execute(SELECT_SCHEMA_TABLE_EXISTS, (schema,)).fetchone() is None:
+        rows = conn.execute(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relname = 'tether_schema' AND c.relkind = 'r' ORDER BY 1"
+        ).fetchall()
+        names = [r[0] for r in rows]
+        others = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise StoreUnavailableError(
+            f"no tether store in schema {schema!r} of {where} (schemas holding one: "
+            f"{others or 'none'}); check ?schema= in --db / TETHER_DATABASE_URL "
+            f"({_CREATE_HINT})"
+        )
+    found = conn.execute(
+        psycopg.sql.SQL("SELECT MAX(version) FROM {}.tether_schema").format(
+            psycopg.sql.Identifier(schema)
+        )
+    ).fetchone()
+    return int((found or [0])[0] or 0)
