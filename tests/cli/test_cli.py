@@ -385,6 +385,27 @@ def test_unknown_url_scheme_exits_4(tmp_path: Path):
     assert proc.returncode == 4 and "unknown database URL scheme" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://postgres:s3cret@[::1/test", "sqlite://[x/a.db"],
+    ids=["postgres", "sqlite"],
+)
+def test_a_url_that_cannot_be_parsed_exits_4_saying_why_without_the_password(url: str):
+    # Before: "tether: ValueError: Invalid IPv6 URL", exit 1 (an unexpected error).
+    proc = tether_cli(url, "runs", "list")
+    assert proc.returncode == 4, proc.stderr
+    assert "ConfigurationError: cannot parse a" in proc.stderr and "Invalid IPv6 URL" in proc.stderr
+    assert "s3cret" not in proc.stderr + proc.stdout
+
+
+def test_connect_refuses_a_url_that_cannot_be_parsed_with_a_configuration_error():
+    import tether
+    from tether.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="cannot parse a postgresql:// URL"):
+        tether.connect("postgresql://postgres@[::1/test")
+
+
 def test_help_and_version_exit_0():
     assert tether_cli(None, "--help").returncode == 0
     version = tether_cli(None, "--version")

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import click
 
-from ..connect import DEFAULT_URL, connect
+from ..connect import DEFAULT_URL, connect, split_store_url
 from ..errors import ConfigurationError
 from ..registry import Registry, load_app
 from ..store.base import Checkpointer
@@ -111,8 +111,12 @@ def app_option(*, required: bool) -> Callable[[F], F]:
 
 def display_url(url: str) -> str:
     """``url`` with any password masked, for printing."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # unparseable: show no more than its scheme
+        return url.split("://", 1)[0] + "://…" if "://" in url else "…"
+    if password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
@@ -146,7 +150,7 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             "the store URL is empty (an empty --db or TETHER_DATABASE_URL); give "
             "sqlite:///path.db or postgresql://..."
         )
-    parts = urlsplit(url)
+    parts = split_store_url(url)
     scheme = parts.scheme.lower()
     options: dict[str, Any] = {}
     if not create and scheme == "sqlite" and parts.netloc != ":memory:":

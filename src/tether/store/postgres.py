@@ -43,7 +43,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from typing import Any, Final
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlunsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -87,7 +87,9 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     Raises:
         ConfigurationError: not a Postgres URL, or two different schemas asked for.
     """
-    parts = urlsplit(url)
+    from ..connect import split_store_url  # here: connect imports the store package
+
+    parts = split_store_url(url)
     if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
         raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
     query = parse_qsl(parts.query, keep_blank_values=True)
