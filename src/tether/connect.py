@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import SplitResult, unquote, urlsplit
+from urllib.parse import unquote
 
+from ._urls import split_store_url
 from .errors import ConfigurationError
 from .store.base import Checkpointer
 
 __all__ = ["DEFAULT_URL", "connect"]
 
 DEFAULT_URL = "sqlite:///tether.db"
-
-
-def split_store_url(url: str) -> SplitResult:
-    """``url`` split into its parts, as :func:`urllib.parse.urlsplit` does.
-
-    Raises:
-        ConfigurationError: the URL cannot be parsed (an unclosed ``[`` of an IPv6 host...);
-            the message says why, without the password.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        scheme = url.split("://", 1)[0] if "://" in url else ""
-        shown = f"a {scheme}:// URL" if scheme else "the store URL"
-        raise ConfigurationError(f"cannot parse {shown}: {exc}") from None
-    return parts
 
 
 def connect(url: str | None = None, **options: Any) -> Checkpointer:

@@ -9,7 +9,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import click
 
-from ..connect import DEFAULT_URL, connect, split_store_url
+from .._urls import split_store_url
+from ..connect import DEFAULT_URL, connect
 from ..errors import ConfigurationError
 from ..registry import Registry, load_app
 from ..store.base import Checkpointer

@@ -50,6 +50,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
+from .._urls import split_store_url
 from ..errors import ConfigurationError
 from . import _codec
 from . import _postgres_sql as q
@@ -87,8 +88,6 @@ def split_url(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     Raises:
         ConfigurationError: not a Postgres URL, or two different schemas asked for.
     """
-    from ..connect import split_store_url  # here: connect imports the store package
-
     parts = split_store_url(url)
     if parts.scheme.lower() not in ("postgres", "postgresql", "postgresql+psycopg"):
         raise ConfigurationError(f"not a PostgreSQL URL: {parts.scheme!r}")
