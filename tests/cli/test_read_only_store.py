@@ -240,6 +240,18 @@ def test_postgres_reading_commands_do_not_queue_behind_a_migration_in_progress(
     store.close()
 
 
+def _paused_run_in(pg_schema: str) -> str:
+    """A paused run in a Postgres store in ``pg_schema``, its checkpointer closed; its id."""
+    from tests.conftest import PG_DSN
+    from tether.store.postgres import PostgresCheckpointer
+
+    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
+    try:
+        return paused_run(store)
+    finally:
+        store.close()
+
+
 @pytest.mark.postgres
 def test_a_postgres_role_without_privileges_is_told_so_not_that_there_is_no_store(
     pg_schema: str,
@@ -247,11 +259,8 @@ def test_a_postgres_role_without_privileges_is_told_so_not_that_there_is_no_stor
     import psycopg
 
     from tests.conftest import PG_DSN
-    from tether.store.postgres import PostgresCheckpointer
 
-    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
-    eid = paused_run(store)
-    store.close()
+    eid = _paused_run_in(pg_schema)
     role = f"tether_nobody_{pg_schema}"
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         admin.execute(f'CREATE ROLE "{role}" LOGIN')
@@ -276,11 +285,8 @@ def test_a_statement_timeout_during_the_probe_is_a_store_error_not_a_driver_erro
     import psycopg
 
     from tests.conftest import PG_DSN
-    from tether.store.postgres import PostgresCheckpointer
 
-    store = PostgresCheckpointer(PG_DSN, schema=pg_schema)
-    eid = paused_run(store)
-    store.close()
+    eid = _paused_run_in(pg_schema)
     url = f"{PG_DSN}?schema={pg_schema}&options=-c%20statement_timeout%3D300"
     # The version table locked by another transaction: the probe's read waits past the
     # statement_timeout the URL sets (as a role's own setting would), and is cancelled.

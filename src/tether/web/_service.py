@@ -274,10 +274,6 @@ class Service:
         if pending.resume_value is not None:
             verdict = "approved" if pending.resume_value.get("approved") else "rejected"
             raise ActionError(409, f"run {execution_id} was already answered ({verdict})")
-        # Before the answer is stored or the run's lease taken: a damaged run cannot be
-        # answered (500, naming the run and the damaged row; nothing written).
-        with _unreadable():
-            answerable_row(self.store, execution_id, pending.checkpoint_id)
         value = answer.to_resume(pending.checkpoint_id)
         base = {
             "execution_id": execution_id,
@@ -286,7 +282,7 @@ class Service:
         }
         if run.runner_name not in self.registry:
             try:
-                with _unreadable():
+                with _unreadable():  # store_answer reads the question's row first
                     store_answer(self.store, execution_id, value)
             except (InterruptChangedError, RunCancelledError) as exc:
                 raise ActionError(409, exc.message) from None
@@ -302,6 +298,10 @@ class Service:
                     "so the run continues when a process with its code resumes it"
                 ),
             }
+        # Before the run's lease is taken: a damaged run cannot be answered (500, naming the
+        # run and the damaged row; nothing written).
+        with _unreadable():
+            answerable_row(self.store, execution_id, pending.checkpoint_id)
         with _refusals(execution_id, "already answered"):
             runner = self.registry.for_run(self.store, execution_id)
             result = runner.resume(execution_id, value)
