@@ -29,6 +29,7 @@ from typing import Any, Literal
 from langgraph.types import Command
 
 from ... import serde
+from ..._context import RunContext, run_scope
 from ...checkpoint import Checkpoint
 from ...engine import lease as _lease
 from ...engine import rows
@@ -241,7 +242,11 @@ class _Drive:
             self.store, self.eid, self.owner, self.runner.claim_lease_seconds
         ):
             try:
-                await graph.ainvoke(graph_input, config)
+                # The run's context reaches the nodes (LangGraph copies it to the threads it
+                # runs sync nodes on), so @idempotent in a node knows its run: a node LangGraph
+                # re-executes after an interrupt does not repeat its effects (docs/langgraph.md).
+                with run_scope(RunContext(self.eid, self.store, self.runner.name)):
+                    await graph.ainvoke(graph_input, config)
                 snapshot = await graph.aget_state(config)
             except StoreError:
                 raise
