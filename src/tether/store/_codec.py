@@ -368,7 +368,7 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
             agent_path=row[CP.agent_path],
             parent_checkpoint_id=row[CP.parent_checkpoint_id],
             next_node_id=row[CP.next_node_id],
-            created_at=ts_to_dt(row[CP.created_at]),
+            created_at=_created_at(row[CP.created_at]),
         )
     except (IndexError, TypeError, ValueError) as exc:
         raise CorruptRecordError(f"checkpoint row cannot be read: {exc}") from exc
@@ -377,6 +377,13 @@ def checkpoint_from_row(row: Any, state: dict[str, Any]) -> Checkpoint:
         if named is exc:
             raise
         raise named from exc
+
+
+def _created_at(value: Any) -> _dt.datetime | None:
+    try:
+        return ts_to_dt(value)
+    except CorruptRecordError as exc:  # named by run and seq by the caller
+        raise CorruptRecordError(f"created_at unreadable ({exc.message})") from None
 
 
 def pending_due_seconds(cp: Checkpoint) -> float | None:

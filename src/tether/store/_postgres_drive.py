@@ -4,17 +4,27 @@ Strings: PostgreSQL ``text`` cannot hold NUL. Every ``str`` parameter is written
 ``U+FFFE '0'`` and ``U+FFFE`` itself doubled, and read back the other way. The mapping is
 per character and prefix-free, so equality and prefix tests in SQL still hold, and any string
 without those two characters (every realistic one) is stored exactly as given.
+
+Times: a ``timestamptz`` holds ``infinity``, ``-infinity`` and years past 9999, which psycopg
+refuses to load (a ``DataError`` raised on the client while it converts the row, which would
+fail the whole statement: every run of a listing for one bad row). Its loaders are wrapped so
+that such a value is read as an :class:`~._times.UnreadableTime`, which the row's decoding
+turns into that row's damage, naming the column (:func:`~._times.ts_to_dt`). A readable time
+costs one Python call around psycopg's own C loader.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, TypeVar, overload
+import struct
+from typing import Any, ClassVar, Final, TypeVar, overload
 
 import psycopg
-from psycopg.abc import Buffer
-from psycopg.adapt import AdaptersMap
+from psycopg import abc
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import AdaptersMap, Loader
+from psycopg.pq import Format
 from psycopg.types.string import (
     StrBinaryDumper,
     StrDumperUnknown,
@@ -24,6 +34,7 @@ from psycopg.types.string import (
 
 from ..errors import SerializationError
 from ._plans import PAST_LAST, Plan, Result, Statement, StepInsert, is_last
+from ._times import UnreadableTime
 
 __all__ = ["adrive", "cursor", "drive"]
 
@@ -82,6 +93,55 @@ class _TextBinaryLoader(TextBinaryLoader):
         return _unescape(value) if isinstance(value, str) else value
 
 
+# --- times that are no Python datetime ------------------------------------------------------
+_TIMESTAMPTZ_OID: Final = 1184
+_MICROS: Final = struct.Struct("!q")  # binary timestamptz: microseconds since 2000-01-01
+_INFINITY: Final = {2**63 - 1: "infinity", -(2**63): "-infinity"}
+_UNLOADABLE: Final = (psycopg.DataError, OverflowError, ValueError)
+
+
+class _TimeLoader(Loader):
+    """psycopg's loader of ``timestamptz`` (its C one when installed), with a value it cannot
+    load read as an :class:`UnreadableTime` instead of raised."""
+
+    _psycopg_loader: ClassVar[type[abc.Loader]]
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        self._load = self._psycopg_loader(oid, context).load
+
+    def load(self, data: Buffer) -> Any:
+        try:
+            return self._load(data)
+        except _UNLOADABLE:
+            return self.unreadable(bytes(data))
+
+    @staticmethod
+    def unreadable(data: bytes) -> UnreadableTime:
+        return UnreadableTime(repr(data.decode("utf-8", "replace")))
+
+
+class _TimeBinaryLoader(_TimeLoader):
+    format = Format.BINARY
+
+    @staticmethod
+    def unreadable(data: bytes) -> UnreadableTime:
+        (micros,) = _MICROS.unpack(data)
+        if micros in _INFINITY:
+            return UnreadableTime(repr(_INFINITY[micros]))
+        return UnreadableTime("a time after year 9999" if micros > 0 else "a time before year 1")
+
+
+def _psycopg_loader(fmt: Format) -> type[abc.Loader]:
+    found = psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, fmt)
+    assert found is not None  # psycopg loads timestamptz in both formats
+    return found
+
+
+_TimeLoader._psycopg_loader = _psycopg_loader(Format.TEXT)
+_TimeBinaryLoader._psycopg_loader = _psycopg_loader(Format.BINARY)
+
+
 def _use_text_adapters(adapters: AdaptersMap) -> None:
     # On the cursor's own (copy-on-write) map, so a connection from a pool the caller owns is
     # left as it was.
@@ -89,6 +149,8 @@ def _use_text_adapters(adapters: AdaptersMap) -> None:
     adapters.register_dumper(str, _TextDumper)  # registered last: the default for str
     adapters.register_loader(_TEXT_OID, _TextLoader)
     adapters.register_loader(_TEXT_OID, _TextBinaryLoader)
+    adapters.register_loader(_TIMESTAMPTZ_OID, _TimeLoader)
+    adapters.register_loader(_TIMESTAMPTZ_OID, _TimeBinaryLoader)
 
 
 @overload

@@ -8,7 +8,6 @@ one field at a time (what a listing shows of it).
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, NamedTuple, TypeVar
@@ -16,6 +15,7 @@ from typing import Any, Final, Generic, NamedTuple, TypeVar
 from .. import serde
 from ..audit import AuditEntry
 from ..errors import CorruptRecordError
+from ._times import ts_to_dt
 from .base import RUN_STATUSES, PendingInterrupt, RunRecord
 
 __all__ = [
@@ -39,15 +39,6 @@ def load_json(data: Any) -> Any:
     if isinstance(data, memoryview):
         data = bytes(data)
     return serde.loads(data)
-
-
-def ts_to_dt(value: Any) -> _dt.datetime | None:
-    """A stored timestamp (unix seconds or an aware datetime) as an aware UTC datetime."""
-    if value is None:
-        return None
-    if isinstance(value, _dt.datetime):
-        return value.astimezone(_dt.UTC) if value.tzinfo else value.replace(tzinfo=_dt.UTC)
-    return _dt.datetime.fromtimestamp(float(value), _dt.UTC)
 
 
 def _text(value: Any) -> str:
@@ -181,6 +172,14 @@ class Layout(Generic[R]):
             raise CorruptRecordError(text, execution_id=eid)
         return record
 
+    def tolerant(self, row: Any) -> R:
+        """The record of ``row`` as :meth:`build` reads it, or when a field cannot be read
+        at all (a time that is no time) as :meth:`lenient` does: never raising."""
+        try:
+            return self.build(row)
+        except Exception:  # which field: decoded again one at a time
+            return self.lenient(row)
+
     def lenient(self, row: Any) -> R:
         """The record of ``row``, never raising: undecodable fields are left empty (a name is
         shown with bad bytes replaced) and named in the record's ``damaged``."""
@@ -190,7 +189,8 @@ class Layout(Generic[R]):
             try:
                 values[c.name] = c.careful(raw)
             except Exception as exc:  # any undecodable value: this field of this row only
-                reason = str(exc).split(":")[0] if isinstance(exc, CorruptRecordError) else ""
+                # A reason's first clause: a time's own words hold no ": " (see _times).
+                reason = exc.message.split(": ")[0] if isinstance(exc, CorruptRecordError) else ""
                 problems.append(f"{c.name} unreadable ({reason or type(exc).__name__})")
                 values[c.name] = shown_text(raw) if c.shown else None
         return self.record(**values, damaged="; ".join(problems) or None)
@@ -269,4 +269,6 @@ AUDIT: Final = Layout(
     ),
 )
 """The audit trail: a row whose JSON cannot be read is still listed, the damage named in its
-``data`` (:meth:`Layout.build`: one bad row never hides the rest of a run's trail)."""
+``data``, and a row whose ``at`` is no time is listed with ``at`` empty and
+:attr:`~tether.audit.AuditEntry.damaged` naming it (:meth:`Layout.tolerant`: one bad row
+never hides the rest of a run's trail)."""
