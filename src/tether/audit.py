@@ -77,6 +77,11 @@ class AuditEntry:
         at: when the store recorded it (UTC); assigned by the store.
         entry_id: the store's sequence number for it (increasing in the order recorded);
             assigned by the store.
+        damaged: ``None``, or for a stored entry a field of which cannot be read (an ``at``
+            that is no time: a hand edit, a foreign writer) which fields and why, e.g. ``"at
+            unreadable ('yesterday' is not a number of seconds since the epoch)"``; that
+            field is ``None`` and the entry is listed with the others (docs/design.md §12,
+            "A damaged run").
     """
 
     execution_id: str
@@ -89,6 +94,7 @@ class AuditEntry:
     interrupt: dict[str, Any] | None = None
     at: _dt.datetime | None = None
     entry_id: int | None = None
+    damaged: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON-able shape ``tether runs show --json``, ``tether audit --json`` and
@@ -104,6 +110,7 @@ class AuditEntry:
             "data": self.data,
             "checkpoint_id": self.checkpoint_id,
             "interrupt": self.interrupt,
+            "damaged": self.damaged,
         }
 
 

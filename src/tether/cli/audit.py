@@ -56,7 +56,12 @@ def audit(
         if execution_id is None:
             entries = store.list_audit(since=start, limit=limit)
         else:
-            entries = [e for e in store.list_audit(execution_id) if e.at and e.at >= start]
+            # An entry whose time cannot be read is kept: when it was is what is not known.
+            entries = [
+                e
+                for e in store.list_audit(execution_id)
+                if (e.at is None and e.damaged) or (e.at and e.at >= start)
+            ]
             entries = entries[:limit] if limit is not None else entries
             if not entries and store.get_run(execution_id) is None:  # a typo is not "none"
                 raise RunNotFoundError(
@@ -79,8 +84,10 @@ def audit(
     for e in entries:
         question = e.interrupt or {}
         extra = [e.note or "", "" if e.data is None else compact(e.data, 80)]
+        if e.damaged:
+            extra.insert(0, f"damaged row: {e.damaged}")
         table.add_row(
-            when(e.at),
+            "[bold red]damaged[/]" if e.damaged and e.at is None else when(e.at),
             e.execution_id,
             escape(e.action),
             escape(e.actor or "(not named)"),

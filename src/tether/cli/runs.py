@@ -44,9 +44,10 @@ def audit_line(entry: dict[str, Any]) -> str:
     about = f" {question.get('reason')!r} at {question.get('node_id')}" if question else ""
     note = f"  note: {entry['note']}" if entry.get("note") else ""
     data = f"  data: {compact(entry['data'], 80)}" if entry.get("data") is not None else ""
+    damaged = f"  damaged row: {entry['damaged']}" if entry.get("damaged") else ""
     return escape(
         f"{when(entry['at'])}  {entry['action']}{about} by {entry['actor'] or '(not named)'} "
-        f"via {entry['via']}{note}{data}"
+        f"via {entry['via']}{note}{data}{damaged}"
     )
 
 

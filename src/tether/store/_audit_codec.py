@@ -2,7 +2,8 @@
 
 A row is the columns of :data:`AUDIT_COLUMNS` in order; ``data`` and ``interrupt`` are JSON
 (:mod:`tether.serde`). A row whose JSON cannot be read is still listed, with the damage named
-in its ``data``, so one bad row never hides the rest of a run's trail.
+in its ``data`` (an ``at`` that is no time: in its ``damaged``), so one bad row never hides
+the rest of a run's trail.
 """
 
 from __future__ import annotations
@@ -47,9 +48,10 @@ def audit_named_params(entry: AuditEntry | None) -> dict[str, Any]:
     return dict(zip(AUDIT_PARAM_NAMES, values, strict=True))
 
 
-audit_from_row = AUDIT.build
+audit_from_row = AUDIT.tolerant
 """An :class:`AuditEntry` from a row in :data:`AUDIT_COLUMNS` order (never raising: the
-damage of unreadable JSON is named in the field, see :data:`._records.AUDIT`)."""
+damage of unreadable JSON is named in the field, an unreadable ``at`` in the entry's
+``damaged``; see :data:`._records.AUDIT`)."""
 
 
 def since_utc(since: _dt.datetime) -> _dt.datetime:
