@@ -35,9 +35,14 @@ log = logging.getLogger("tether.worker")
 DEADLINE_ACTOR = "deadline"
 """The actor the audit trail names for an answer or an end applied by a deadline."""
 
+_WARNED: set[str] = set()  # runs whose damaged pending row was logged already
+
 
 async def apply_due(store: Checkpointer, *, runner_names: list[str] | None, limit: int = 16) -> int:
     """Apply the deadlines that are due (see the module docstring).
+
+    A due question whose pending row cannot be read whole (``damaged``) is left as it is,
+    logged once: its deadline is not applied from a row tether cannot read.
 
     Returns:
         How many questions this call settled (others may have been settled meanwhile).
@@ -46,6 +51,15 @@ async def apply_due(store: Checkpointer, *, runner_names: list[str] | None, limi
         return 0
     settled = 0
     for pending in await store.adue_interrupts(runner_names=runner_names, limit=limit):
+        if pending.damaged:  # never act on a row not read whole; said once per process
+            if pending.execution_id not in _WARNED:
+                _WARNED.add(pending.execution_id)
+                log.warning(
+                    "run %s: its approval deadline is not applied: its pending row is damaged (%s)",
+                    pending.execution_id,
+                    pending.damaged,
+                )
+            continue
         try:
             settled += await _apply(store, pending)
         except Exception:  # one bad row never stops the others, nor the worker

@@ -61,7 +61,10 @@ def lease_lapses_at(run: RunRecord) -> _dt.datetime | None:
         return run.lease_expires_at
     if run.owner is None or run.updated_at is None:
         return None
-    return run.updated_at + _dt.timedelta(seconds=UNRECORDED_LEASE_SECONDS)
+    try:
+        return run.updated_at + _dt.timedelta(seconds=UNRECORDED_LEASE_SECONDS)
+    except OverflowError:  # a stored update time in the last seconds of year 9999
+        return _dt.datetime.max.replace(tzinfo=_dt.UTC)
 
 
 def staleness(run: RunRecord, now: _dt.datetime | None = None) -> Staleness | None:

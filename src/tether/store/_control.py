@@ -216,7 +216,10 @@ class ControlStore(Protocol):
         self, *, runner_names: Sequence[str] | None, limit: int
     ) -> builtins.list[PendingInterrupt]:
         """Unanswered, unclaimed pending interrupts whose deadline has passed, oldest due
-        first, of runs of these runner names (``None``: any)."""
+        first, of runs of these runner names (``None``: any). A row that cannot be read
+        whole (a ``due_at`` that is no time, context that is not JSON) is returned with
+        :attr:`~tether.store.base.PendingInterrupt.damaged` naming its fields, never raised,
+        so it cannot stop the others' deadlines (docs/design.md §12, "A damaged run")."""
 
     async def adue_interrupts(
         self, *, runner_names: Sequence[str] | None, limit: int

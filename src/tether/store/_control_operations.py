@@ -161,7 +161,7 @@ class ControlOperations(StoreOperations):
             return []
         names = None if runner_names is None else list(runner_names)
         rows = (yield self._sql.SELECT_DUE, {"runner_names": names, "limit": limit}).rows
-        return [_codec.pending_from_row(r) for r in rows]
+        return [_codec.decode_pending(r) for r in rows]  # a damaged one: marked, not raised
 
     def due_interrupts(
         self, *, runner_names: Sequence[str] | None, limit: int
