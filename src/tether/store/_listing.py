@@ -7,7 +7,8 @@ value against that entry's own (read in a subquery): no ``OFFSET``, so page 50 c
 page 1 costs, and an entry added meanwhile never shifts one into the next page twice.
 
 **Damaged rows.** A row tether cannot decode (JSON that does not parse in one run's input,
-a timestamp that holds text, a name that is not UTF-8) is listed with what could be read, its
+a timestamp that holds text or no time a datetime holds, such as Postgres ``infinity``: see
+:mod:`._times`; a name that is not UTF-8) is listed with what could be read, its
 unreadable fields empty, and :attr:`~tether.store.base.RunRecord.damaged` naming them; the
 listing itself never fails on it. Reading that one run by id still raises
 :class:`~tether.errors.CorruptRecordError` naming the field. A run's checkpoints are read
