@@ -7,6 +7,7 @@ overwritten, as topologies nest (docs/design.md §8).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,12 +47,26 @@ def current_agent_path() -> str | None:
     return _agent_path.get()
 
 
+_active_lock = threading.Lock()
+_active_runs = 0
+
+
+def active_runs() -> int:
+    """How many runs are executing in this process now, on any thread."""
+    return _active_runs
+
+
 @contextmanager
 def run_scope(ctx: RunContext) -> Iterator[None]:
+    global _active_runs
     token = _run.set(ctx)
+    with _active_lock:
+        _active_runs += 1
     try:
         yield
     finally:
+        with _active_lock:
+            _active_runs -= 1
         _run.reset(token)
 
 

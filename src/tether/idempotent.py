@@ -3,7 +3,10 @@
 A re-entered step runs from its top, so anything it did before the resume point fires again.
 Inside a run, the first call with a given key runs the body and caches its JSON result under
 ``(execution_id, key)``; later calls with that key in the same run return the cached value and
-do not run the body. Outside any run it is a plain call.
+do not run the body. Outside any run it is a plain call (with a ``RuntimeWarning`` when runs
+execute in the process meanwhile: a thread a node started without the run's context). Calls
+with one key that overlap in a run (``asyncio.gather``, threads) run the body once
+(:mod:`tether._flights`).
 
 The default key is the sha256 of the function's qualified name and its canonically
 JSON-encoded, signature-bound arguments, so ``f(1, b=2)`` and ``f(1, 2)`` share a key; a
@@ -31,12 +34,13 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import warnings
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, ParamSpec, Protocol, TypeVar, cast, overload
 
-from . import serde
-from ._context import current_run
+from . import _flights, serde
+from ._context import active_runs, current_run
 from ._faults import fault
 from .errors import ConfigurationError, SerializationError
 
@@ -95,6 +99,21 @@ def _cached(value: Any) -> Any:
 def _lost(fn: Callable[..., Any], exc: SerializationError) -> _ResultNotStored:
     return _ResultNotStored(
         f"{fn.__module__}.{fn.__qualname__}", exc.message, exc.path, exc.type_name
+    )
+
+
+def _warn_outside_run(fn: Callable[..., Any]) -> None:
+    """A call outside any run while runs execute in this process is most likely a call from a
+    thread a node started, which did not inherit the run: it would repeat on resume."""
+    if not active_runs():
+        return
+    warnings.warn(
+        f"@idempotent {fn.__module__}.{fn.__qualname__} was called outside any tether run "
+        "while runs are executing in this process, so it ran as a plain call that a resume "
+        "repeats. A thread started inside a node does not inherit its run: submit with "
+        "contextvars.copy_context().run(fn, ...) or use asyncio.to_thread (docs/design.md §6)",
+        RuntimeWarning,
+        stacklevel=3,
     )
 
 
@@ -226,25 +245,33 @@ def idempotent(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 ctx = current_run()
                 if ctx is None:
+                    _warn_outside_run(f)
                     return await af(*args, **kwargs)
                 k = key_of(*args, **kwargs)
-                hit, value = await ctx.checkpointer.aget_idempotent(ctx.execution_id, k)
-                if hit:
-                    return _cached(value)
-                token = _current_key.set(k)
+                slot = (ctx.execution_id, k)
+                held = await _flights.hold_async(slot)
                 try:
-                    result = await af(*args, **kwargs)
+                    hit, value = await ctx.checkpointer.aget_idempotent(ctx.execution_id, k)
+                    if hit:
+                        return _cached(value)
+                    token = _current_key.set(k)
+                    try:
+                        with _flights.holding(slot):
+                            result = await af(*args, **kwargs)
+                    finally:
+                        _current_key.reset(token)
+                    fault("idempotent.after_effect")
+                    try:
+                        await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, result)
+                    except SerializationError as exc:
+                        lost = _lost(f, exc)
+                        await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, lost)
+                        raise lost.error() from exc
+                    fault("idempotent.after_cache")
+                    return result
                 finally:
-                    _current_key.reset(token)
-                fault("idempotent.after_effect")
-                try:
-                    await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, result)
-                except SerializationError as exc:
-                    lost = _lost(f, exc)
-                    await ctx.checkpointer.aput_idempotent(ctx.execution_id, k, lost)
-                    raise lost.error() from exc
-                fault("idempotent.after_cache")
-                return result
+                    if held:
+                        _flights.release(slot)
 
             return _with_key(async_wrapper, key_of)
 
@@ -252,25 +279,33 @@ def idempotent(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             ctx = current_run()
             if ctx is None:
+                _warn_outside_run(f)
                 return f(*args, **kwargs)
             k = key_of(*args, **kwargs)
-            hit, value = ctx.checkpointer.get_idempotent(ctx.execution_id, k)
-            if hit:
-                return _cached(value)
-            token = _current_key.set(k)
+            slot = (ctx.execution_id, k)
+            held = _flights.hold(slot)
             try:
-                result = f(*args, **kwargs)
+                hit, value = ctx.checkpointer.get_idempotent(ctx.execution_id, k)
+                if hit:
+                    return _cached(value)
+                token = _current_key.set(k)
+                try:
+                    with _flights.holding(slot):
+                        result = f(*args, **kwargs)
+                finally:
+                    _current_key.reset(token)
+                fault("idempotent.after_effect")
+                try:
+                    ctx.checkpointer.put_idempotent(ctx.execution_id, k, result)
+                except SerializationError as exc:
+                    lost = _lost(f, exc)
+                    ctx.checkpointer.put_idempotent(ctx.execution_id, k, lost)
+                    raise lost.error() from exc
+                fault("idempotent.after_cache")
+                return result
             finally:
-                _current_key.reset(token)
-            fault("idempotent.after_effect")
-            try:
-                ctx.checkpointer.put_idempotent(ctx.execution_id, k, result)
-            except SerializationError as exc:
-                lost = _lost(f, exc)
-                ctx.checkpointer.put_idempotent(ctx.execution_id, k, lost)
-                raise lost.error() from exc
-            fault("idempotent.after_cache")
-            return result
+                if held:
+                    _flights.release(slot)
 
         return _with_key(wrapper, key_of)
 

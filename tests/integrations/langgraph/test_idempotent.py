@@ -42,7 +42,7 @@ def _graph(store: Any, ledger: list[str], *, use_async: bool) -> LangGraphRunner
         return {"receipt": receipt, "approved": bool(answer["approved"])}
 
     builder = StateGraph(_S)
-    builder.add_node("pay", apay if use_async else pay)  # type: ignore[call-overload]
+    builder.add_node("pay", apay if use_async else pay)
     builder.add_edge(START, "pay")
     builder.add_edge("pay", END)
     name = "apay" if use_async else "pay"

@@ -1,0 +1,104 @@
+"""One ``@idempotent`` call at a time per run and key, in this process (docs/design.md §6).
+
+Two calls with one key in one run that overlap (``asyncio.gather``, or threads that carry the
+run's context) would both miss the cache and both run the body. So a call first holds its
+``(execution_id, key)`` slot: a second call waits until the first is done, then reads the cache
+as a later call would (a hit when the first stored its result; the body when it raised). Other
+processes need nothing of this: the run's lease keeps them off the run.
+
+A call never waits where waiting cannot end: a call nested inside the body that holds its slot
+(the body, or a task or thread it started with its context, calls the same key), and a sync
+call on the thread of the event loop whose task holds the slot. Those go ahead, as every call
+did before slots existed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["hold", "hold_async", "holding", "release"]
+
+Slot = tuple[str, str]
+
+
+class _Flight:
+    """The call holding a slot; what the calls waiting for it wait on."""
+
+    __slots__ = ("done", "thread", "waiters")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.done = threading.Event()  # for sync callers on other threads
+        self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+
+_lock = threading.Lock()
+_flights: dict[Slot, _Flight] = {}
+_held: ContextVar[frozenset[Slot]] = ContextVar("tether_idempotent_held", default=frozenset())
+
+
+def hold(slot: Slot) -> bool:
+    """Hold ``slot`` for a sync call, waiting while another call holds it.
+
+    Returns:
+        True when the caller now holds it (it must :func:`release` it); False when the call
+        goes ahead without it (see the module docstring).
+    """
+    while True:
+        with _lock:
+            flight = _flights.get(slot)
+            if flight is None:
+                _flights[slot] = _Flight()
+                return True
+            if slot in _held.get() or flight.thread == threading.get_ident():
+                return False
+        flight.done.wait()
+
+
+async def hold_async(slot: Slot) -> bool:
+    """Hold ``slot`` for an ``async`` call, awaiting while another call holds it; as
+    :func:`hold`."""
+    while True:
+        with _lock:
+            flight = _flights.get(slot)
+            if flight is None:
+                _flights[slot] = _Flight()
+                return True
+            if slot in _held.get():
+                return False
+            loop = asyncio.get_running_loop()
+            woken: asyncio.Future[None] = loop.create_future()
+            flight.waiters.append((loop, woken))
+        await woken
+
+
+def release(slot: Slot) -> None:
+    """Give ``slot`` up and wake every call waiting for it."""
+    with _lock:
+        flight = _flights.pop(slot)
+        flight.done.set()
+        waiters, flight.waiters = flight.waiters, []
+    for loop, woken in waiters:
+        try:
+            loop.call_soon_threadsafe(_wake, woken)
+        except RuntimeError:  # pragma: no cover - that caller's loop closed under it
+            pass
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():  # a waiter cancelled meanwhile
+        woken.set_result(None)
+
+
+@contextmanager
+def holding(slot: Slot) -> Iterator[None]:
+    """Mark ``slot`` as held by the body running in this context (and what it starts)."""
+    token = _held.set(_held.get() | {slot})
+    try:
+        yield
+    finally:
+        _held.reset(token)
