@@ -27,7 +27,9 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
 
     Raises:
         ConfigurationError: an unknown scheme or a bare path (the message gives the URL),
-            or Postgres without the ``postgres`` extra.
+            a SQLite path that cannot name a database file (a directory, say; see
+            :class:`~tether.store.sqlite.SQLiteCheckpointer`), or Postgres without the
+            ``postgres`` extra.
     """
     url = url or os.environ.get("TETHER_DATABASE_URL") or DEFAULT_URL
     parts = split_store_url(url)

@@ -380,6 +380,26 @@ def test_a_file_that_is_not_a_database_exits_5(tmp_path: Path):
     assert path.read_text().startswith("these are my notes")
 
 
+def test_a_directory_as_the_store_exits_4_naming_it_and_creates_nothing(tmp_path: Path):
+    where = tmp_path / "runs"
+    where.mkdir()
+    url = f"sqlite:///{where}"
+    # Before: "StoreUnavailableError: ... cannot be written: unable to open database file",
+    # exit 5 (unavailable: worth retrying), for the reading and the writing commands alike.
+    for args in (("runs", "list"), ("db", "migrate"), ("pending", "list")):
+        proc = tether_cli(url, *args)
+        assert proc.returncode == 4, (args, proc.stderr)
+        assert "ConfigurationError" in proc.stderr and "is a directory" in proc.stderr
+        assert repr(str(where)) in proc.stderr and "Traceback" not in proc.stderr
+    from_env = tether_cli(None, "db", "migrate", TETHER_DATABASE_URL=url)
+    assert from_env.returncode == 4 and "is a directory" in from_env.stderr, from_env.stderr
+    (tmp_path / "notes").write_text("my notes\n")
+    under_a_file = tether_cli(f"sqlite:///{tmp_path / 'notes' / 't.db'}", "db", "migrate")
+    assert under_a_file.returncode == 4, under_a_file.stderr  # before: FileExistsError, exit 1
+    assert "is a file, not a directory" in under_a_file.stderr
+    assert list(where.iterdir()) == [] and (tmp_path / "notes").read_text() == "my notes\n"
+
+
 def test_unknown_url_scheme_exits_4(tmp_path: Path):
     proc = tether_cli("mysql://localhost/x", "runs", "list")
     assert proc.returncode == 4 and "unknown database URL scheme" in proc.stderr

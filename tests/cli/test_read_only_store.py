@@ -103,6 +103,22 @@ def test_a_write_to_a_store_this_user_cannot_write_names_the_file_and_why(
     assert (read_only_place.dir / "tether.db").read_bytes() == before
 
 
+def test_creating_a_store_where_this_user_cannot_write_names_the_place_and_why(
+    read_only_place: Any,
+) -> None:
+    read_only_place.seal()
+    for db in (read_only_place.dir / "new.db", read_only_place.dir / "sub" / "new.db"):
+        proc = read_only_place.cli(f"sqlite:///{db}", "db", "migrate")
+        # Before: "cannot be written: unable to open database file" for the file, and a raw
+        # PermissionError or OSError (exit 1) for the directory it had to create.
+        assert proc.returncode == 5, (db, proc.stderr)
+        said = proc.stderr
+        assert f"SQLite database {str(db)!r} cannot be written" in said, said
+        assert "read-only file" in said.lower() or "may not" in said, said
+        assert str(read_only_place.dir) in said and "Traceback" not in said, said
+    assert list(read_only_place.dir.iterdir()) == []
+
+
 def test_an_older_store_this_user_cannot_write_says_it_cannot_be_migrated_there(
     read_only_place: Any,
 ) -> None:

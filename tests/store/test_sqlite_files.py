@@ -1,4 +1,5 @@
-"""SQLite-specific hostile files: newer schema, not a database, truncated, read-only."""
+"""SQLite-specific hostile files: newer schema, not a database, truncated, read-only; paths
+that cannot name a database file (a directory, under a regular file, a FIFO)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ import time
 
 import pytest
 
+import tether
 from tests.support.results import run_of
 from tether import Chain, SQLiteCheckpointer
-from tether.errors import CorruptRecordError, SchemaVersionError, StoreError, StoreUnavailableError
+from tether.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailableError,
+)
 
 
 def _one_run(path):
@@ -134,3 +142,63 @@ def test_corrupt_state_row_is_a_clear_error(tmp_path):
     with pytest.raises(CorruptRecordError, match="not valid JSON"):
         store.list(eid)
     assert run_of(store, eid).status == "completed"
+
+
+def _entries(where):
+    return sorted(p.name for p in where.iterdir())
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writer", "read_only"])
+def test_a_directory_as_the_path_is_a_configuration_error_naming_it_and_creating_nothing(
+    tmp_path, read_only
+):
+    where = tmp_path / "runs"
+    where.mkdir()
+    # Before: StoreUnavailableError "cannot be written: unable to open database file", the one
+    # store error that is worth retrying, so a worker retried it for ever.
+    with pytest.raises(ConfigurationError, match="is a directory") as info:
+        SQLiteCheckpointer(where, read_only=read_only)
+    assert repr(str(where)) in str(info.value)
+    assert str(where / "tether.db") in str(info.value)  # what to write instead
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        tether.connect(f"sqlite:///{where}", read_only=read_only)
+    assert _entries(where) == [] and _entries(tmp_path) == ["runs"]
+
+
+def test_a_path_ending_in_a_separator_is_a_configuration_error_and_creates_nothing(tmp_path):
+    # Before: SQLite created a database file named "new", where a directory was meant.
+    path = f"{tmp_path / 'new'}{os.sep}"
+    with pytest.raises(ConfigurationError, match="names a directory") as info:
+        SQLiteCheckpointer(path)
+    assert repr(path) in str(info.value)
+    assert _entries(tmp_path) == []
+
+
+def test_a_path_under_a_regular_file_is_a_configuration_error_naming_that_file(tmp_path):
+    notes = tmp_path / "notes"
+    notes.write_text("my notes\n")
+    for path in (notes / "t.db", notes / "sub" / "t.db"):
+        # Before: a raw FileExistsError or NotADirectoryError from creating the directories.
+        with pytest.raises(ConfigurationError, match="is a file, not a directory") as info:
+            SQLiteCheckpointer(path)
+        assert repr(str(path)) in str(info.value) and repr(str(notes)) in str(info.value)
+    assert notes.read_text() == "my notes\n" and _entries(tmp_path) == ["notes"]
+
+
+def test_a_path_that_is_not_a_regular_file_is_a_configuration_error(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for read_only in (False, True):
+        with pytest.raises(ConfigurationError, match="not a regular file") as info:
+            SQLiteCheckpointer(fifo, read_only=read_only)
+        assert repr(str(fifo)) in str(info.value)
+    assert _entries(tmp_path) == ["pipe"]
+
+
+def test_a_new_path_whose_directories_do_not_exist_yet_is_created_with_them(tmp_path):
+    path = tmp_path / "a" / "b" / "t.db"
+    eid = _one_run(path)
+    assert run_of(SQLiteCheckpointer(path, read_only=True), eid).status == "completed"
+    memory = tether.connect("sqlite://:memory:")
+    assert memory.path == ":memory:"  # type: ignore[attr-defined]
+    memory.close()

@@ -143,6 +143,8 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
             no write lock, so a writer holding it for a long step does not hold the reader up.
 
     Raises:
+        ConfigurationError: an empty or unparseable URL, or a SQLite path that cannot name a
+            database file (a directory, say), whether or not ``create``.
         StoreUnavailableError: (not ``create``) no store at ``url``; or it cannot be reached.
         CorruptRecordError: the SQLite file is not a database.
     """

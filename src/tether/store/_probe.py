@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import CorruptRecordError, StoreUnavailableError
 from ._database_errors import Kind, sqlite_kind
+from ._sqlite_path import check_store_path
 from ._sqlite_readonly import connect_read_only, read_only_reason
 
 __all__ = ["PROBE_CONNECT_TIMEOUT_SECONDS", "check_postgres", "check_sqlite"]
@@ -44,10 +45,13 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
             migrate it); otherwise that is an error naming ``tether db migrate``.
 
     Raises:
+        ConfigurationError: ``path`` cannot name a database file (a directory, say:
+            :func:`._sqlite_path.check_store_path`).
         StoreUnavailableError: no such file, an empty file, a file that is not a tether store,
             or (without ``allow_older``) an older schema version.
         CorruptRecordError: the file is not a SQLite database.
     """
+    check_store_path(path)
     file = Path(path)
     if not file.exists():
         raise StoreUnavailableError(

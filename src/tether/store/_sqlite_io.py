@@ -100,9 +100,9 @@ class SQLiteDatabase:
         if conn is None and self.read_only:
             conn = self._read_only_connection()
         if conn is None:
+            if self.path != ":memory:":
+                self._make_directories()
             try:
-                if self.path != ":memory:":
-                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
                     self.path,
                     timeout=self.busy_timeout_seconds,
@@ -120,6 +120,15 @@ class SQLiteDatabase:
                 self.wal = None
             self._local.conn = conn
         return conn
+
+    def _make_directories(self) -> None:
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # not SQLite's error, but the same refusal to write
+            why = read_only_reason(self.path) or exc.strerror
+            raise StoreUnavailableError(
+                f"SQLite database {self.path!r} cannot be written: {why} ({exc})"
+            ) from exc
 
     def _read_only_connection(self) -> sqlite3.Connection:
         try:
@@ -425,7 +434,7 @@ def translate(
         read_only = (code or "").startswith("SQLITE_READONLY") or (
             opening and code == "SQLITE_CANTOPEN"
         )
-        why = read_only_reason(path) if read_only and os.path.isfile(path) else None
+        why = read_only_reason(path) if read_only and path != ":memory:" else None
         text = f"SQLite database {path!r} cannot be written: " + (f"{why} ({msg})" if why else msg)
     elif kind is Kind.CORRUPT:
         text = f"{path!r} is not a readable tether SQLite database: {msg}"

@@ -75,23 +75,36 @@ def connect_read_only(path: str, **options: Any) -> sqlite3.Connection:
 
 
 def read_only_reason(path: str) -> str | None:
-    """Why this process cannot write the SQLite file ``path`` (which exists), or ``None``.
+    """Why this process cannot write the SQLite file ``path``, or ``None``.
 
     SQLite writes the file and creates its ``-wal`` and ``-shm`` beside it, so the file, its
-    filesystem and (unless both are there) its directory must be writable. Root writes
-    whatever a mode says.
+    filesystem and (unless both are there) its directory must be writable. A file not there
+    yet is created in its directory, or in the nearest one that exists, along with the
+    directories between. Root writes whatever a mode says.
     """
     file = Path(path)
-    where = file.parent
+    exists = file.exists()
+    where = file.parent if exists else _nearest_directory(file)
     on_read_only = _read_only_filesystem(where)
     if on_read_only is not None:
         return on_read_only
+    if not exists:
+        if os.access(where, os.W_OK | os.X_OK):
+            return None
+        return f"this process may not create files in {str(where)!r}"
     if not os.access(file, os.W_OK):
         return f"this process may not write {path!r}"
     beside = [Path(f"{file}-wal"), Path(f"{file}-shm")]
     if not all(p.exists() for p in beside) and not os.access(where, os.W_OK | os.X_OK):
         return f"this process may not create files in {str(where)!r}"
     return None
+
+
+def _nearest_directory(file: Path) -> Path:
+    for parent in file.absolute().parents:
+        if parent.is_dir():
+            return parent
+    return file.parent
 
 
 def _read_only_filesystem(where: Path) -> str | None:

@@ -38,6 +38,7 @@ from ._lease_operations import LeaseOperations
 from ._leases import Fences
 from ._refusals import schema_too_new
 from ._sqlite_io import SQLiteDatabase, translate
+from ._sqlite_path import check_store_path
 from ._sqlite_readonly import read_only_reason
 from ._sqlite_wal import WalCheckpointer
 from .drivers import SQLiteDriver
@@ -68,8 +69,8 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
     """Checkpoints in one SQLite file.
 
     Args:
-        path: the database file (created if missing), or ``":memory:"`` for a throwaway store
-            private to one thread.
+        path: the database file (created if missing, with its directories), or
+            ``":memory:"`` for a throwaway store private to one thread.
         synchronous: ``"NORMAL"`` (default; survives process crashes) or ``"FULL"`` (also
             survives power loss). Source: SQLite's WAL documentation.
         busy_timeout_seconds: how long a writer waits for another process's write lock before
@@ -101,7 +102,10 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
     Raises:
         ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
             ``wal_checkpoint_pages`` not a positive integer, or ``compress_state_min_bytes``
-            neither ``None`` nor a positive integer.
+            neither ``None`` nor a positive integer; or ``path`` cannot name a database file
+            (a directory, a path ending in a separator or under a regular file, a device or
+            FIFO: :mod:`tether.store._sqlite_path`), raised before anything is opened or
+            created.
         SchemaVersionError: the file was written by a newer tether.
         StoreUnavailableError: the file cannot be opened or written (the message says why
             it is read-only to this process when it is); with ``read_only``, no such file, no
@@ -147,6 +151,7 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         self.wal_checkpoint_pages = wal_checkpoint_pages
         self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
         self.read_only = bool(read_only)
+        check_store_path(self.path)  # a directory, say, before SQLite calls it an outage
         if self.read_only and (self.path == ":memory:" or not os.path.isfile(self.path)):
             raise StoreUnavailableError(
                 f"no SQLite database at {self.path!r} to read (read_only=True creates nothing)"
