@@ -71,12 +71,33 @@ class TetherSerializer:
             if obj is None or isinstance(obj, bytes | bytearray):  # pragma: no cover
                 raise
             try:
-                return self._fallback.dumps_typed(obj)
+                stored = self._fallback.dumps_typed(obj)
             except Exception as fallback_exc:
                 raise SerializationError(
                     f"{exc.message}; LangGraph's msgpack cannot hold it either ({fallback_exc})",
                     path=exc.path,
                 ) from exc
+            self._refuse_lost_classes(obj, stored, exc)
+            return stored
+
+    def _refuse_lost_classes(
+        self, obj: Any, stored: tuple[str, bytes], exc: SerializationError
+    ) -> None:
+        """Raise when reading ``stored`` back would give an object of another class than
+        ``obj``'s somewhere (LangGraph's allowlist reads an unlisted class as a plain dict, with
+        a log line only): refused at write time, not found out at resume."""
+        lost = _lost_class(obj, self._fallback.loads_typed(stored), "value")
+        if lost is None:
+            return
+        path, cls = lost
+        raise SerializationError(
+            f"{exc.message}, and LangGraph's msgpack would read the {cls.__qualname__} at {path} "
+            f"back as another type: allow it with TetherSerializer(allowed_msgpack_modules="
+            f"[({cls.__module__!r}, {cls.__name__!r})]), or make the value JSON-able (the "
+            "first reason) so tether stores it as JSON",
+            path=path,
+            type_name=f"{cls.__module__}.{cls.__qualname__}",
+        ) from exc
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """The value ``dumps_typed`` stored.
@@ -105,3 +126,34 @@ class TetherSerializer:
     def loads(self, data: bytes) -> Any:
         """The value :meth:`dumps` stored."""
         return _tether_serde.loads(data)
+
+
+_PLAIN: Final = (str, int, float, bool, bytes, type(None))
+
+
+def _lost_class(original: Any, loaded: Any, path: str) -> tuple[str, type] | None:
+    """Where ``loaded`` (``original`` after a msgpack round trip) holds an object of another
+    class than the original's: ``(path, original class)``, or ``None``. Containers are walked;
+    a tuple read back as a list is msgpack's way, not a lost class."""
+    if isinstance(original, _PLAIN):
+        return None
+    if isinstance(original, dict):
+        if not isinstance(loaded, dict):
+            return path, type(original)
+        for key, value in original.items():
+            if key in loaded:
+                found = _lost_class(value, loaded[key], f"{path}[{key!r}]")
+                if found is not None:
+                    return found
+        return None
+    if isinstance(original, list | tuple):
+        if not isinstance(loaded, list | tuple) or len(loaded) != len(original):
+            return path, type(original)
+        for i, (value, back) in enumerate(zip(original, loaded, strict=True)):
+            found = _lost_class(value, back, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(original, set | frozenset):
+        return None if isinstance(loaded, set | frozenset) else (path, type(original))
+    return None if type(loaded) is type(original) else (path, type(original))
