@@ -60,3 +60,11 @@ def test_values_the_fallback_keeps_whole_are_stored_as_before():
     # class.)
     value = {("eu", 1): ["ok", 2.5, None, b"raw"], "n": [1, 2]}
     assert serde.loads_typed(serde.dumps_typed(value)) == value
+
+
+def test_a_string_the_fallback_would_change_is_refused():
+    serde = TetherSerializer()
+    # A lone surrogate keeps the value out of tether's JSON; msgpack would store it as '?'.
+    with pytest.raises(SerializationError) as info:
+        serde.dumps_typed({("k", 1): "\ud800"})
+    assert "back changed" in str(info.value), info.value

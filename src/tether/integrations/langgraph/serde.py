@@ -89,12 +89,18 @@ class TetherSerializer:
         lost = _lost_class(obj, self._fallback.loads_typed(stored), "value")
         if lost is None:
             return
-        path, cls = lost
+        path, cls, back = lost
+        if type(back) is cls:  # same class, another value (a lone surrogate turned into '?')
+            how = f"would read {path} back changed ({back!r:.60}); make the value JSON-able"
+        else:
+            how = (
+                f"would read the {cls.__qualname__} at {path} back as {type(back).__name__}: "
+                "allow it with TetherSerializer(allowed_msgpack_modules="
+                f"[({cls.__module__!r}, {cls.__name__!r})]), or make the value JSON-able"
+            )
         raise SerializationError(
-            f"{exc.message}, and LangGraph's msgpack would read the {cls.__qualname__} at {path} "
-            f"back as another type: allow it with TetherSerializer(allowed_msgpack_modules="
-            f"[({cls.__module__!r}, {cls.__name__!r})]), or make the value JSON-able (the "
-            "first reason) so tether stores it as JSON",
+            f"{exc.message}, and LangGraph's msgpack {how} (the first reason) so tether stores "
+            "it as JSON",
             path=path,
             type_name=f"{cls.__module__}.{cls.__qualname__}",
         ) from exc
@@ -131,15 +137,18 @@ class TetherSerializer:
 _PLAIN: Final = (str, int, float, bool, bytes, type(None))
 
 
-def _lost_class(original: Any, loaded: Any, path: str) -> tuple[str, type] | None:
+def _lost_class(original: Any, loaded: Any, path: str) -> tuple[str, type, Any] | None:
     """Where ``loaded`` (``original`` after a msgpack round trip) holds an object of another
-    class than the original's: ``(path, original class)``, or ``None``. Containers are walked;
-    a tuple read back as a list is msgpack's way, not a lost class."""
+    class than the original's, or a plain value changed: ``(path, original class, what came
+    back)``, or ``None``. Containers are walked; a tuple read back as a list is msgpack's way,
+    not a loss."""
     if isinstance(original, _PLAIN):
-        return None
+        if type(loaded) is type(original) and (loaded == original or original != original):
+            return None  # (a NaN is never equal to itself)
+        return path, type(original), loaded
     if isinstance(original, dict):
         if not isinstance(loaded, dict):
-            return path, type(original)
+            return path, type(original), loaded
         for key, value in original.items():
             if key in loaded:
                 found = _lost_class(value, loaded[key], f"{path}[{key!r}]")
@@ -148,12 +157,12 @@ def _lost_class(original: Any, loaded: Any, path: str) -> tuple[str, type] | Non
         return None
     if isinstance(original, list | tuple):
         if not isinstance(loaded, list | tuple) or len(loaded) != len(original):
-            return path, type(original)
+            return path, type(original), loaded
         for i, (value, back) in enumerate(zip(original, loaded, strict=True)):
             found = _lost_class(value, back, f"{path}[{i}]")
             if found is not None:
                 return found
         return None
     if isinstance(original, set | frozenset):
-        return None if isinstance(loaded, set | frozenset) else (path, type(original))
-    return None if type(loaded) is type(original) else (path, type(original))
+        return None if isinstance(loaded, set | frozenset) else (path, type(original), loaded)
+    return None if type(loaded) is type(original) else (path, type(original), loaded)
