@@ -5,24 +5,33 @@ checkpoints stay in :class:`~tether.integrations.langgraph.TetherSaver`'s tables
 rows in tether's ``checkpoints`` record only how each drive ended:
 
 - ``<node>`` (``hitl_pause`` / ``interrupted``): the graph paused on an ``interrupt()`` in
-  that node; the pending interrupt's context is the interrupt's value, ``node_input =
-  {"interrupt_id", "langgraph_checkpoint_id"}``;
+  that node (reason ``langgraph.interrupt``; context the interrupt's value, ``node_input =
+  {"interrupt_id", "langgraph_checkpoint_id"}``), or stopped with nodes next and no interrupt
+  pending, as at a static breakpoint (``interrupt_before`` / ``interrupt_after``; reason
+  ``langgraph.breakpoint``, context ``{"next": [...]}``, ``node_input = {"breakpoint": [...],
+  "langgraph_checkpoint_id"}``, node the first of them): a run is never ``completed`` while its
+  thread has nodes next;
 - ``run_end`` (``completed`` with ``node_output = {"output": the graph's values}``, or
   ``failed`` with the error).
 
-What a drive does is read from LangGraph's own state, never guessed: a thread with an
-interrupt pending and an answer resumes with ``Command(resume=...)``; a thread with steps left
+What a drive does is read from LangGraph's own state, never guessed (:func:`_next_input`):
+an answer is applied only to the question it was given for (docs/design.md §5): the
+interrupt the pause row recorded, with ``Command(resume={interrupt_id: answer})``, or the
+breakpoint stop it recorded, continued by an approval with ``ainvoke(None)``. An answer whose
+question is no longer pending (answered the LangGraph way meanwhile) is not applied anywhere,
+and a rejected breakpoint runs nothing: the drive records where the thread stands, pausing
+again on what it waits on now. Without an answer to apply, a thread with an interrupt pending
+or stopped before an ``interrupt_before`` node pauses again; a thread with steps left
 continues (``ainvoke(None)``); a thread with none left completes; a thread without a
 checkpoint starts from the run's stored input. So a drive cut short anywhere (a SIGKILL
 between LangGraph's commits, or after the graph took an answer but before the run's row
-committed) is continued by the next resume or by a worker, and an interrupt answered the
-LangGraph way (``Command(resume=...)`` on the graph) is not applied again when an answer
-reaches the run through tether.
+committed) is continued by the next resume or by a worker.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +52,12 @@ from .saver import TetherSaver
 __all__ = ["LangGraphResult", "LangGraphRunner"]
 
 INTERRUPT_REASON = "langgraph.interrupt"
+BREAKPOINT_REASON = "langgraph.breakpoint"
+
+log = logging.getLogger("tether.interrupt")
+
+_STAY: Any = object()
+"""A drive's input that runs nothing: record how the thread stands."""
 
 
 @dataclass(slots=True)
@@ -54,7 +69,9 @@ class LangGraphResult:
         execution_id: the run's id, which is the LangGraph ``thread_id``.
         output: on completion, the graph's state values (as ``graph.get_state`` gives them).
         pending_interrupt: for a pause, ``{reason, context, node_id, checkpoint_id, ...}``:
-            ``context`` is the value the node passed to LangGraph's ``interrupt()``.
+            ``context`` is the value the node passed to LangGraph's ``interrupt()`` (reason
+            ``langgraph.interrupt``), or ``{"next": [nodes]}`` at a breakpoint (reason
+            ``langgraph.breakpoint``).
         error: for a failure, the exception that escaped the graph (also on the run).
     """
 
@@ -77,10 +94,14 @@ class LangGraphRunner:
     Register it in a :class:`~tether.Registry` and a paused thread (a LangGraph
     ``interrupt()``) appears in ``tether pending list``, the approvals page and the API with
     the interrupt's value as context; approving there resumes the graph with
-    ``Command(resume=...)`` under the run's lease, so two processes never advance one thread
-    at once (the second gets :class:`~tether.errors.AlreadyResumed` or
-    :class:`~tether.errors.LeaseHeldError`); ``tether worker`` continues threads whose
-    process died; ``tether prune`` deletes finished threads (never paused ones).
+    ``Command(resume={interrupt_id: answer})`` under the run's lease. A thread stopped at a
+    static breakpoint (``interrupt_before`` / ``interrupt_after``) appears there too, reason
+    ``langgraph.breakpoint`` with context ``{"next": [...]}``: an approval continues it
+    (``ainvoke(None)``), a rejection runs nothing and leaves it paused at the same stop. Two
+    processes never advance one thread at once (the second gets
+    :class:`~tether.errors.AlreadyResumed` or :class:`~tether.errors.LeaseHeldError`);
+    ``tether worker`` continues threads whose process died; ``tether prune`` deletes finished
+    threads (never paused ones).
 
     The graph reads an answer given through tether as ``{"approved": bool, "data": ...,
     "metadata": {...}}`` (:meth:`tether.Resume.to_dict`).
@@ -229,6 +250,61 @@ def _pending(snapshot: Any) -> list[tuple[str, Any]]:
     return [(task.name, i) for task in snapshot.tasks for i in task.interrupts]
 
 
+def _checkpoint_id(snapshot: Any) -> str | None:
+    return snapshot.config["configurable"].get("checkpoint_id")  # type: ignore[no-any-return]
+
+
+async def _next_input(
+    runner: LangGraphRunner, snapshot: Any, cp: Checkpoint | None, answer: Resume | None
+) -> Any:
+    """What a resume drives the thread with: the one rule binding a tether answer to the
+    LangGraph question it was given for (docs/design.md §5, docs/langgraph.md "Interrupts").
+
+    ``cp`` is the pause row the answer was claimed for. An answer to an interrupt goes to that
+    interrupt only (``Command(resume={interrupt_id: answer})``), never to another pending
+    beside it; an approval of a breakpoint continues the thread (``None``) while it still
+    stands at the stop that was shown; a rejection of one runs nothing (:data:`_STAY`: the
+    drive records the stop again). An answer whose question is gone is not applied anywhere:
+    the thread is then driven as after a crash (:func:`_without_answer`).
+    """
+    if answer is None or cp is None:
+        return await _without_answer(runner, snapshot)
+    asked = cp.node_input if isinstance(cp.node_input, dict) else {}
+    pending = _pending(snapshot)
+    if "breakpoint" in asked:
+        if not pending and _checkpoint_id(snapshot) == asked.get("langgraph_checkpoint_id"):
+            return None if answer.approved else _STAY
+    elif any(i.id == asked.get("interrupt_id") for _node, i in pending):
+        return Command(resume={asked["interrupt_id"]: answer.to_dict()})
+    log.warning(
+        "run %r: the answer given for %s at %r (checkpoint %s) was not applied: the thread no "
+        "longer waits on that question (it was answered or continued the LangGraph way)",
+        cp.execution_id,
+        cp.interrupt_reason,
+        cp.node_id,
+        cp.checkpoint_id,
+    )
+    return await _without_answer(runner, snapshot)
+
+
+async def _without_answer(runner: LangGraphRunner, snapshot: Any) -> Any:
+    """Continue a thread no answer applies to: where it waits on a question (an interrupt, or
+    a stop before an ``interrupt_before`` node that LangGraph made, as its own check
+    ``should_interrupt`` reads the checkpoint) nothing runs, since ``ainvoke(None)`` would
+    pass a breakpoint nobody approved; else it continues (steps left) or its end is recorded."""
+    if _pending(snapshot):
+        return _STAY
+    nodes = runner.graph.interrupt_before_nodes
+    if snapshot.next and nodes and (nodes == "*" or set(snapshot.next) & set(nodes)):
+        found = await runner.saver.aget_tuple(snapshot.config)
+        if found is not None:
+            versions: dict[str, Any] = dict(found.checkpoint["channel_versions"])
+            seen: dict[str, Any] = found.checkpoint["versions_seen"].get("__interrupt__", {})
+            if any(c not in seen or v > seen[c] for c, v in versions.items()):
+                return _STAY  # updated since the last stop: LangGraph stopped here
+    return None
+
+
 class _Drive:
     def __init__(self, runner: LangGraphRunner, eid: str, owner: str | None) -> None:
         self.runner = runner
@@ -246,7 +322,8 @@ class _Drive:
                 # runs sync nodes on), so @idempotent in a node knows its run: a node LangGraph
                 # re-executes after an interrupt does not repeat its effects (docs/langgraph.md).
                 with run_scope(RunContext(self.eid, self.store, self.runner.name)):
-                    await graph.ainvoke(graph_input, config)
+                    if graph_input is not _STAY:
+                        await graph.ainvoke(graph_input, config)
                 snapshot = await graph.aget_state(config)
             except StoreError:
                 raise
@@ -255,6 +332,8 @@ class _Drive:
         pending = _pending(snapshot)
         if pending:
             return await self._pause(snapshot, *pending[0])
+        if snapshot.next:  # stopped with nodes next: a breakpoint, never an end
+            return await self._pause_at_breakpoint(snapshot)
         return await self._complete(snapshot)
 
     def _row(self, node_id: str, step_type: str, status: str, **kw: Any) -> Checkpoint:
@@ -276,15 +355,23 @@ class _Drive:
     async def _pause(self, snapshot: Any, node: str, pending: Any) -> LangGraphResult:
         # Frozen as JSON now: what a person approves is never recomputed.
         context = serde.from_jsonable(serde.loads(serde.dumps(pending.value, "interrupt value")))
+        asked = {"interrupt_id": pending.id}
+        return await self._record_pause(snapshot, node, asked, INTERRUPT_REASON, context)
+
+    async def _pause_at_breakpoint(self, snapshot: Any) -> LangGraphResult:
+        nodes = list(snapshot.next)
+        asked, context = {"breakpoint": nodes}, {"next": nodes}
+        return await self._record_pause(snapshot, nodes[0], asked, BREAKPOINT_REASON, context)
+
+    async def _record_pause(
+        self, snapshot: Any, node: str, asked: dict[str, Any], reason: str, context: Any
+    ) -> LangGraphResult:
         cp = self._row(
             node,
             "hitl_pause",
             "interrupted",
-            node_input={
-                "interrupt_id": pending.id,
-                "langgraph_checkpoint_id": snapshot.config["configurable"].get("checkpoint_id"),
-            },
-            interrupt_reason=INTERRUPT_REASON,
+            node_input={**asked, "langgraph_checkpoint_id": _checkpoint_id(snapshot)},
+            interrupt_reason=reason,
             interrupt_context=context,
             next_node_id=node,
         )
@@ -381,17 +468,12 @@ async def _resume(runner: LangGraphRunner, execution_id: str, resume_value: Any)
     drive = _Drive(runner, execution_id, owner)
     try:
         snapshot = await runner.graph.aget_state(_config(execution_id))
+        if not snapshot.created_at:  # no checkpoint yet: died before the first one committed
+            graph_input = _graph_input(runner.saver, run.input)
+        else:
+            graph_input = await _next_input(runner, snapshot, cp, answer)
     except BaseException:
         if owner is not None:
             await store.arelease_claim(execution_id, owner=owner)
         raise
-    pending = _pending(snapshot)
-    if pending and answer is not None:
-        ids = [i.id for _node, i in pending]
-        resume = answer.to_dict()
-        graph_input: Any = Command(resume=resume if len(ids) == 1 else {ids[0]: resume})
-    elif not snapshot.created_at:  # no checkpoint yet: died before the first one committed
-        graph_input = _graph_input(runner.saver, run.input)
-    else:
-        graph_input = None  # continue where the thread stopped (or end: nothing left to run)
     return await drive.run(graph_input)
