@@ -149,3 +149,35 @@ def test_outside_any_run_with_no_run_active_there_is_no_warning(recwarn):
 
     assert f(1) == 2
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+async def test_a_sync_call_never_blocks_on_an_async_call_holding_its_key(store):
+    # An async tool holds the key and needs the event loop; a sync node call with the same
+    # key, made on the loop's thread, must not wait for it (it would wait forever).
+    calls: list[str] = []
+    release = asyncio.Event()
+
+    @idempotent(key="k")
+    async def slow() -> str:
+        calls.append("async")
+        await release.wait()
+        return "async"
+
+    @idempotent(key="k")
+    def quick() -> str:
+        calls.append("sync")
+        return "sync"
+
+    chain = Chain("idem-mixed", store)
+
+    async def node(state):
+        task = asyncio.ensure_future(slow())
+        await asyncio.sleep(0.01)  # the async call holds the key now
+        got = await asyncio.wait_for(asyncio.to_thread(quick), timeout=5)
+        release.set()
+        return {"sync": got, "async": await task}
+
+    chain.add_node("n", node)
+    result = await chain.arun({})
+    assert result.status == "completed", result.error
+    assert calls == ["async", "sync"]

@@ -6,10 +6,11 @@ run's context) would both miss the cache and both run the body. So a call first 
 as a later call would (a hit when the first stored its result; the body when it raised). Other
 processes need nothing of this: the run's lease keeps them off the run.
 
-A call never waits where waiting cannot end: a call nested inside the body that holds its slot
-(the body, or a task or thread it started with its context, calls the same key), and a sync
-call on the thread of the event loop whose task holds the slot. Those go ahead, as every call
-did before slots existed.
+A call never waits where waiting might not end: a call nested inside the body that holds its
+slot (the body, or a task or thread it started with its context, calls the same key), and a
+sync call while an ``async`` call holds the slot (that task may need the event loop the sync
+caller is blocking, directly or through a node waiting on the caller's thread). Those go
+ahead, as every call did before slots existed.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ Slot = tuple[str, str]
 class _Flight:
     """The call holding a slot; what the calls waiting for it wait on."""
 
-    __slots__ = ("done", "thread", "waiters")
+    __slots__ = ("done", "is_async", "thread", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, *, is_async: bool) -> None:
+        self.is_async = is_async
         self.thread = threading.get_ident()
         self.done = threading.Event()  # for sync callers on other threads
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -52,9 +54,9 @@ def hold(slot: Slot) -> bool:
         with _lock:
             flight = _flights.get(slot)
             if flight is None:
-                _flights[slot] = _Flight()
+                _flights[slot] = _Flight(is_async=False)
                 return True
-            if slot in _held.get() or flight.thread == threading.get_ident():
+            if slot in _held.get() or flight.is_async or flight.thread == threading.get_ident():
                 return False
         flight.done.wait()
 
@@ -66,7 +68,7 @@ async def hold_async(slot: Slot) -> bool:
         with _lock:
             flight = _flights.get(slot)
             if flight is None:
-                _flights[slot] = _Flight()
+                _flights[slot] = _Flight(is_async=True)
                 return True
             if slot in _held.get():
                 return False
