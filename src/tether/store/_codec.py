@@ -24,11 +24,14 @@ from ._records import PENDING, RUNS, load_json, optional_text, shown_text, ts_to
 from ._replay import (
     Tracks,
     apply_row_of,
+    check_state_chain,
     copy_raw,
     decode_state,
     head_from_raw,
+    no_snapshot,
     replay_in_place,
     replay_state,
+    rows_missing,
 )
 from ._rows import CHAIN, CHECKPOINT_COLUMNS, CP
 
@@ -207,9 +210,9 @@ def _replayed(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[Sequence[Any], di
         eid, seq, kind = row[CP.execution_id], row[CP.seq], row[CP.state_kind]
         if kind != "full":
             if last is None:
-                raise _no_snapshot(eid, row[CP.base_seq], seq)
+                raise no_snapshot(eid, row[CP.base_seq], seq)
             if seq != last + 1:
-                raise _rows_missing(eid, last + 1, seq - 1)
+                raise rows_missing(eid, last + 1, seq - 1)
         last = seq
         raw = apply_row_of(eid, seq, raw, kind, row[CP.state])
         yield row, raw
@@ -243,29 +246,6 @@ def state_chain_bounds(rows: Sequence[Sequence[Any]]) -> tuple[int, int]:
     return min(r[CP.base_seq] for r in rows), max(r[CP.seq] for r in rows)
 
 
-def check_state_chain(eid: str, chain: Sequence[Sequence[Any]], low: int, high: int) -> None:
-    """Refuse a state chain (``(seq, state_kind, payload)`` in seq order) that is not every
-    row from the full snapshot at seq ``low`` to seq ``high``: replaying past a deleted or a
-    foreign row would hand back a wrong state without a word.
-
-    Raises:
-        CorruptRecordError: naming the run and the seqs missing (or the row that is not the
-            full snapshot its successors replay from).
-    """
-    if not chain or chain[0][CHAIN.seq] != low:
-        raise _no_snapshot(eid, low, high)
-    if chain[0][CHAIN.state_kind] != "full":
-        raise CorruptRecordError(
-            f"run {eid!r}, seq {low}: the rows after it replay from it as a full snapshot, "
-            f"but it is stored as {chain[0][CHAIN.state_kind]!r}",
-            execution_id=eid,
-        )
-    if len(chain) != high - low + 1:
-        have = {r[CHAIN.seq] for r in chain}
-        missing = [s for s in range(low, high + 1) if s not in have]
-        raise _rows_missing(eid, missing[0], missing[-1], len(missing))
-
-
 def load_cached(execution_id: str, key: str, data: Any) -> Any:
     """A stored ``@idempotent`` result (a JSON column value), decoded.
 
@@ -280,23 +260,6 @@ def load_cached(execution_id: str, key: str, data: Any) -> Any:
             f"{exc.message}",
             execution_id=execution_id,
         ) from exc
-
-
-def _no_snapshot(eid: str, base_seq: int, seq: int) -> CorruptRecordError:
-    return CorruptRecordError(
-        f"run {eid!r}: the full snapshot at seq {base_seq} that its rows up to seq {seq} "
-        "replay from is missing",
-        execution_id=eid,
-    )
-
-
-def _rows_missing(eid: str, first: int, last: int, count: int | None = None) -> CorruptRecordError:
-    span = f"seq {first}" if first == last else f"seq {first} to {last}"
-    if count is not None and count != last - first + 1:
-        span += f" ({count} rows)"
-    return CorruptRecordError(
-        f"run {eid!r}: rows are missing from its state chain at {span}", execution_id=eid
-    )
 
 
 def resume_point(

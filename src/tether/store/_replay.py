@@ -54,13 +54,18 @@ Tracks = dict[str, Track]
 
 
 def replay_state(
-    rows: list[tuple[int, str, bytes]], execution_id: str | None = None
+    rows: list[tuple[int, str, bytes]],
+    execution_id: str | None = None,
+    *,
+    subject: str | None = None,
 ) -> dict[str, Any]:
     """Rebuild the raw JSON state (envelopes still closed) from a full row and its deltas.
 
     Args:
         rows: ``(seq, state_kind, payload)`` in seq order, the first being ``full``.
         execution_id: the run, named in errors.
+        subject: how errors name the rows' owner (default ``run '<execution_id>'``; the
+            LangGraph saver's are a thread's).
 
     Raises:
         CorruptRecordError: the chain of rows is broken or a payload is not JSON (naming the
@@ -68,9 +73,11 @@ def replay_state(
     """
     if not rows or rows[0][1] != "full":
         raise CorruptRecordError(
-            "state chain does not start at a full snapshot", execution_id=execution_id
+            f"{_subject(execution_id, subject)}: state chain does not start at a full snapshot",
+            execution_id=execution_id,
+            seq=rows[0][0] if rows else None,
         )
-    return replay_in_place(execution_id, {}, rows)
+    return replay_in_place(execution_id, {}, rows, subject=subject)
 
 
 def replay_in_place(
@@ -78,6 +85,8 @@ def replay_in_place(
     cur: dict[str, Any],
     rows: Iterable[Sequence[Any]],
     tracks: Tracks | None = None,
+    *,
+    subject: str | None = None,
 ) -> dict[str, Any]:
     """Apply ``rows`` (``(seq, state_kind, payload)`` in seq order) to the raw state ``cur``
     in place, as :func:`apply_row_of` with ``in_place`` does, and return the result.
@@ -88,6 +97,7 @@ def replay_in_place(
         rows: the rows to apply.
         tracks: when given, updated with how the rows appended to lists, for
             :func:`head_from_raw` (pass the same dict to a replay that continues this one).
+        subject: how errors name the rows' owner, as for :func:`replay_state`.
 
     Raises:
         CorruptRecordError: as :func:`apply_row_of`, naming the run and the row's seq.
@@ -103,7 +113,7 @@ def replay_in_place(
     keep: Callable[[bytes], None] = _ignore
     for seq, kind, payload in rows:
         if type(payload) is not bytes:
-            payload = _payload_bytes(execution_id, seq, payload)
+            payload = _payload_bytes(execution_id, seq, payload, subject)
         if kind == "delta":
             if payload.endswith(_APPEND_CLOSE):
                 if key is None or not payload.startswith(opening):
@@ -133,7 +143,7 @@ def replay_in_place(
             track.length = len(into)
             track = None
         key = None
-        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True)
+        cur = apply_row_of(execution_id, seq, cur, kind, payload, in_place=True, subject=subject)
     if track is not None:
         track.length = len(into)
     return cur
@@ -143,7 +153,13 @@ def _ignore(part: bytes) -> None:
     pass
 
 
-def _payload_bytes(execution_id: str | None, seq: int, payload: object) -> bytes:
+def _subject(execution_id: str | None, subject: str | None) -> str:
+    return f"run {execution_id!r}" if subject is None else subject
+
+
+def _payload_bytes(
+    execution_id: str | None, seq: int, payload: object, subject: str | None = None
+) -> bytes:
     """A row's state as bytes: text (a row edited by hand in SQLite's shell is stored as TEXT)
     as its UTF-8, a buffer copied.
 
@@ -155,8 +171,10 @@ def _payload_bytes(execution_id: str | None, seq: int, payload: object) -> bytes
     if isinstance(payload, bytearray | memoryview):
         return bytes(payload)
     raise CorruptRecordError(
-        f"run {execution_id!r}, seq {seq}: stored state is {type(payload).__name__}, not JSON",
+        f"{_subject(execution_id, subject)}, seq {seq}: stored state is "
+        f"{type(payload).__name__}, not JSON",
         execution_id=execution_id,
+        seq=seq,
     )
 
 
@@ -188,15 +206,19 @@ def apply_row_of(
     payload: bytes,
     *,
     in_place: bool = False,
+    subject: str | None = None,
 ) -> dict[str, Any]:
-    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors."""
+    """:func:`apply_row` for row ``seq`` of run ``execution_id``, named in its errors (as
+    ``subject`` names it, when given)."""
     if type(payload) is not bytes:
-        payload = _payload_bytes(execution_id, seq, payload)
+        payload = _payload_bytes(execution_id, seq, payload, subject)
     try:
         return apply_row(cur, kind, payload, in_place=in_place)
     except CorruptRecordError as exc:
         raise CorruptRecordError(
-            f"run {execution_id!r}, seq {seq}: {exc.message}", execution_id=execution_id, seq=seq
+            f"{_subject(execution_id, subject)}, seq {seq}: {exc.message}",
+            execution_id=execution_id,
+            seq=seq,
         ) from exc
 
 
@@ -291,3 +313,66 @@ def head_from_raw(
     # Bytes since the full are unknown after a restart; assume the worst so a snapshot comes
     # no later than the policy would have written it.
     return Head(seq, base_seq, keys, rows_since_full, rows_since_full * ROW_COST_BYTES, sources)
+
+
+def check_state_chain(
+    eid: str, chain: Sequence[Sequence[Any]], low: int, high: int, *, subject: str | None = None
+) -> None:
+    """Refuse a state chain (``(seq, state_kind, payload)`` in seq order) that is not every
+    row from the full snapshot at seq ``low`` to seq ``high``: replaying past a deleted or a
+    foreign row would hand back a wrong state without a word. It compares what was read
+    (the first row, the number of rows), so a whole chain costs nothing more to accept.
+
+    Args:
+        subject: how errors name the rows' owner, as for :func:`replay_state`.
+
+    Raises:
+        CorruptRecordError: naming the run and the seqs missing (or the row that is not the
+            full snapshot its successors replay from).
+    """
+    if not chain or chain[0][0] != low:
+        raise no_snapshot(eid, low, high, subject)
+    if chain[0][1] != "full":
+        raise CorruptRecordError(
+            f"{_subject(eid, subject)}, seq {low}: the rows after it replay from it as a full "
+            f"snapshot, but it is stored as {chain[0][1]!r}",
+            execution_id=eid,
+            seq=low,
+        )
+    if len(chain) != high - low + 1:
+        have = {r[0] for r in chain}
+        missing = [s for s in range(low, high + 1) if s not in have]
+        if not missing:  # more rows than seqs: one is numbered by no integer
+            raise CorruptRecordError(
+                f"{_subject(eid, subject)}: rows of its state chain from seq {low} to {high} "
+                f"are not numbered one by one ({len(chain)} rows)",
+                execution_id=eid,
+            )
+        raise rows_missing(eid, missing[0], missing[-1], len(missing), subject)
+
+
+def no_snapshot(
+    eid: str, base_seq: int, seq: int, subject: str | None = None
+) -> CorruptRecordError:
+    """The full snapshot at ``base_seq`` that rows up to ``seq`` replay from is missing."""
+    return CorruptRecordError(
+        f"{_subject(eid, subject)}: the full snapshot at seq {base_seq} that its rows up to "
+        f"seq {seq} replay from is missing",
+        execution_id=eid,
+        seq=base_seq,
+    )
+
+
+def rows_missing(
+    eid: str, first: int, last: int, count: int | None = None, subject: str | None = None
+) -> CorruptRecordError:
+    """Rows ``first`` to ``last`` (``count`` of them, when not all) of a state chain are
+    missing."""
+    span = f"seq {first}" if first == last else f"seq {first} to {last}"
+    if count is not None and count != last - first + 1:
+        span += f" ({count} rows)"
+    return CorruptRecordError(
+        f"{_subject(eid, subject)}: rows are missing from its state chain at {span}",
+        execution_id=eid,
+        seq=first,
+    )

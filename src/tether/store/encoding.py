@@ -12,7 +12,7 @@ from __future__ import annotations
 from ._compression import COMPRESS_MIN_BYTES, compress_state, decompress_state
 from ._delta import Encoded, Head, ListMark, encode_state, grow_list
 from ._delta import _scalars_only as scalars_only
-from ._replay import apply_row_of, head_from_raw, replay_state
+from ._replay import apply_row_of, check_state_chain, head_from_raw, replay_state
 
 __all__ = [
     "COMPRESS_MIN_BYTES",
@@ -20,6 +20,7 @@ __all__ = [
     "Head",
     "ListMark",
     "apply_row_of",
+    "check_state_chain",
     "compress_state",
     "decompress_state",
     "encode_state",

@@ -8,7 +8,6 @@ the transaction that deletes rows (``delete_for_runs``, ``prune``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -16,39 +15,14 @@ import orjson
 from ...store import encoding
 from ...store import langgraph_sql as q
 from ._backend import Backend, Plan
+from ._rows import COMPRESSED_SUFFIX, Loaded, Row, replay, replayed, row_of
 
-COMPRESSED_SUFFIX = "+zstd"
-
-
-@dataclass(slots=True)
-class Row:
-    """A checkpoint row without its state."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    seq: int
-    base_seq: int
-    parent_checkpoint_id: str | None
-    metadata: bytes
+__all__ = ["COMPRESSED_SUFFIX", "Loaded", "Row"]
 
 
-@dataclass(slots=True)
-class Loaded:
-    """A row with the raw (JSON, envelopes closed) state it holds and its pending writes."""
-
-    row: Row
-    raw: dict[str, Any]
-    writes: list[tuple[Any, ...]]  # (task_id, channel, type, value, task_path, idx)
-
-
-def _row(thread_id: str, ns: str, r: tuple[Any, ...]) -> Row:
+def _row(thread_id: str, ns: str, r: Sequence[Any]) -> Row:
     # (checkpoint_id, seq, base_seq, parent_checkpoint_id, state_kind, state, metadata)
-    return Row(thread_id, ns, r[0], int(r[1]), int(r[2]), r[3], bytes(r[6]))
-
-
-def _chain(rows: list[tuple[Any, ...]]) -> list[tuple[int, str, bytes]]:
-    return [(int(s), k, bytes(p)) for s, k, p in rows]
+    return row_of(thread_id, ns, (r[0], r[1], r[2], r[3], r[6]))
 
 
 def put(
@@ -101,7 +75,7 @@ def newest_by_seq(b: Backend, key: tuple[str, str]) -> Plan[tuple[Row, str, dict
         return None
     row = _row(*key, r)
     chain = (yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows
-    return row, r[4], encoding.replay_state(_chain(chain), key[0])
+    return row, r[4], replay(row, chain)
 
 
 def get(b: Backend, key: tuple[str, str], checkpoint_id: str | None) -> Plan[Loaded | None]:
@@ -113,13 +87,14 @@ def get(b: Backend, key: tuple[str, str], checkpoint_id: str | None) -> Plan[Loa
     if r is None:
         return None
     row = _row(*key, r)
-    if r[4] == "full":
-        chain = [(row.seq, "full", bytes(r[5]))]
+    if r[4] == "full":  # a row whose snapshot is its own: replayed from it alone
+        row_at = Row(*key, row.checkpoint_id, row.seq, row.seq, None, b"")
+        chain: Sequence[Any] = [(row.seq, "full", r[5])]
     else:
-        chain = _chain((yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows)
+        row_at = row
+        chain = (yield b.q(q.SELECT_CHAIN), (*key, row.base_seq, row.seq)).rows
     writes = (yield b.q(q.SELECT_WRITES), (*key, row.checkpoint_id, row.checkpoint_id)).rows
-    raw = encoding.replay_state(chain, key[0])
-    return Loaded(row, raw, [w[1:] for w in writes])
+    return Loaded(row, replay(row_at, chain), [w[1:] for w in writes])
 
 
 def candidates(
@@ -142,7 +117,7 @@ def candidates(
             sql += cond
             params.append(value)
     rows = (yield b.q(sql + q.LIST_ORDER), params).rows
-    return [Row(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5], bytes(r[6])) for r in rows]
+    return [row_of(r[0], r[1], r[2:7]) for r in rows]
 
 
 def load_states(b: Backend, chosen: Sequence[Row]) -> Plan[list[Loaded]]:
@@ -155,20 +130,21 @@ def load_states(b: Backend, chosen: Sequence[Row]) -> Plan[list[Loaded]]:
     for key, rows in groups.items():
         lo = min(r.base_seq for r in rows)
         hi = max(r.seq for r in rows)
-        chain = _chain((yield b.q(q.SELECT_CHAIN), (*key, lo, hi)).rows)
+        chain = (yield b.q(q.SELECT_CHAIN), (*key, lo, hi)).rows
         wanted = {r.seq: r for r in rows}
         ids = sorted(r.checkpoint_id for r in rows)
         writes: dict[str, list[tuple[Any, ...]]] = {}
         for w in (yield b.q(q.SELECT_WRITES), (*key, ids[0], ids[-1])).rows:
             writes.setdefault(w[0], []).append(w[1:])
-        if not chain or chain[0][1] != "full":
-            encoding.replay_state(chain, key[0])  # raises: the chain is broken
-        cur: dict[str, Any] = {}
-        for seq, kind, payload in chain:
-            cur = encoding.apply_row_of(key[0], seq, cur, kind, payload)
+        if not chain or chain[0][0] != lo:
+            replay(min(rows, key=lambda r: r.base_seq), chain)  # raises: its snapshot is gone
+        for seq, base, cur in replayed(*key, chain):
             hit = wanted.get(seq)
-            if hit is not None:
-                out[(*key, hit.checkpoint_id)] = Loaded(hit, cur, writes.get(hit.checkpoint_id, []))
+            if hit is None:
+                continue
+            if base != hit.base_seq:  # its snapshot is gone, or the rows are not its own
+                replay(hit, [r for r in chain if hit.base_seq <= r[0] <= seq])  # raises
+            out[(*key, hit.checkpoint_id)] = Loaded(hit, cur, writes.get(hit.checkpoint_id, []))
     return [out[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in chosen]
 
 
@@ -217,6 +193,10 @@ def _reencode(
     head: encoding.Head | None = None
     for seq, raw in states:
         keys: dict[str, encoding.Encoded] = {k: orjson.dumps(v) for k, v in raw.items()}
+        if head is not None and head.seq != seq - 1:
+            # Rows before it were deleted: it is stored whole, so that a gap in a thread's
+            # seqs is only ever before a full snapshot and a delta after one is damage.
+            head = None
         if head is not None:
             head.seq = seq - 1
         kind, payload, head = encoding.encode_state(head, keys)
@@ -237,16 +217,18 @@ def delete_for_runs(b: Backend, run_ids: Sequence[str], min_bytes: int | None) -
         keys = [(r[0], r[1]) for r in (yield b.q(q.SELECT_THREADS_OF_RUNS), (run_id,)).rows]
         for key in keys:
             touched.add(key[0])
-            all_rows = (yield b.q(q.SELECT_ALL_OF_NS), key).rows
-            cur: dict[str, Any] = {}
+            all_rows = [(_row(*key, r), r) for r in (yield b.q(q.SELECT_ALL_OF_NS), key).rows]
+            chain = [(row.seq, r[4], r[5]) for row, r in all_rows]
             kept: list[tuple[int, dict[str, Any]]] = []
-            for r in all_rows:
-                cur = encoding.apply_row_of(key[0], int(r[1]), cur, r[4], bytes(r[5]))
+            # Replayed whole before anything is deleted: a damaged chain is refused, not
+            # rewritten into a state without what its lost rows held.
+            states = [cur for _, _, cur in replayed(*key, chain)]
+            for (row, r), cur in zip(all_rows, states, strict=True):
                 if r[7] != run_id:
-                    kept.append((int(r[1]), cur))
+                    kept.append((row.seq, cur))
                 else:
-                    yield b.q(q.DELETE_CHECKPOINT_WRITES), (*key, r[0])
-                    yield b.q(q.DELETE_CHECKPOINT), (*key, r[0])
+                    yield b.q(q.DELETE_CHECKPOINT_WRITES), (*key, row.checkpoint_id)
+                    yield b.q(q.DELETE_CHECKPOINT), (*key, row.checkpoint_id)
             yield from _reencode(b, key, kept, min_bytes)
     return touched
 

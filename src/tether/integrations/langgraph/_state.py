@@ -159,10 +159,12 @@ class Encoder:
         """The checkpoint whose flattened state is ``raw``.
 
         Raises:
-            CorruptRecordError: a value that cannot be read back (naming the checkpoint), or a
-                ``pickle`` payload.
+            CorruptRecordError: a value that cannot be read back (saying which key of the
+                state holds it), or a ``pickle`` payload.
         """
         meta = raw.get("m") or {}
+        if type(meta) is not dict:
+            raise CorruptRecordError(f"key 'm' holds {_kind(meta)}, not an object")
         checkpoint: dict[str, Any] = {
             "v": meta.get("v"),
             "id": checkpoint_id,
@@ -172,27 +174,66 @@ class Encoder:
             "versions_seen": {},
             "updated_channels": meta.get("u"),
         }
-        try:
-            for key, value in raw.items():
-                tag, _, name = key.partition(":")
+        for key, value in raw.items():
+            tag, _, name = key.partition(":")
+            try:
                 if tag == "V":
                     checkpoint["channel_versions"][name] = value
                 elif tag == "S":
+                    if type(value) is not dict:
+                        raise CorruptRecordError(f"{_kind(value)}, not an object")
                     checkpoint["versions_seen"][name] = value
                 elif tag in ("c", "t"):
                     checkpoint["channel_values"][name] = self._open(tag, value)
                 elif tag == "x":
-                    checkpoint[name] = self._open(value["p"][0], value["j"])
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(f"checkpoint {checkpoint_id!r}: {exc.message}") from exc
+                    if type(value) is not dict or type(value.get("p")) is not str:
+                        raise CorruptRecordError(f"{_kind(value)}, not a stored field")
+                    checkpoint[name] = self._open(value["p"][:1], value.get("j"))
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(f"key {key!r}: {exc.message}") from exc
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise CorruptRecordError(f"key {key!r}: {type(exc).__name__}: {exc}") from exc
         return checkpoint
 
     def _open(self, tag: str, value: Any) -> Any:
         if tag == "c":
             return _tether_serde.from_jsonable(value)
-        type_ = value["t"]
+        if type(value) is not dict or type(value.get("t")) is not str:
+            raise CorruptRecordError(f"{_kind(value)}, not a typed value")
+        encoded = value.get("b")
+        if type(encoded) is not str:
+            raise CorruptRecordError(f"its payload is {_kind(encoded)}, not base64")
+        try:
+            payload = base64.b64decode(encoded, validate=True)
+        except (TypeError, ValueError) as exc:  # binascii.Error is a ValueError
+            raise CorruptRecordError(f"its payload is not base64 ({exc})") from exc
+        return self.load_typed(value["t"], payload)
+
+    def load_typed(self, type_: str, payload: bytes) -> Any:
+        """A value the serializer stored as ``(type_, payload)``.
+
+        Raises:
+            CorruptRecordError: a ``pickle`` payload, or one the serializer cannot load.
+        """
         refuse_executable(type_)
-        return self.serde.loads_typed((type_, base64.b64decode(value["b"])))
+        try:
+            return self.serde.loads_typed((type_, payload))
+        except CorruptRecordError:
+            raise
+        # Whatever a serializer raises on the stored bytes (msgpack's ValueError for a byte
+        # it does not know, say), the value cannot be read back: the row is damaged.
+        except Exception as exc:
+            raise CorruptRecordError(
+                f"the serializer cannot load this {type_!r} value: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for an error: ``a list``, ``a number``."""
+    if value is None:
+        return "null"
+    name = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "a " + name.get(type(value), type(value).__name__)
 
 
 def _grown(

@@ -24,7 +24,7 @@ from ... import serde as _tether_serde
 from ...errors import ConcurrentWriteError, ConfigurationError, SerializationError
 from ...store import encoding
 from ...store.base import Checkpointer
-from . import _plans
+from . import _plans, _rows
 from ._backend import Backend, Plan, backend_for
 from ._state import Encoder, ThreadHead
 from .serde import TetherSerializer
@@ -302,42 +302,11 @@ class TetherSaver(BaseCheckpointSaver[int]):
         await self._async(self._writes_plan(config, writes, task_id, task_path))
 
     # --- reads ------------------------------------------------------------------------------
-    def _tuple(self, loaded: _plans.Loaded) -> CheckpointTuple:
-        row = loaded.row
-        config: RunnableConfig = {
-            "configurable": {
-                "thread_id": row.thread_id,
-                "checkpoint_ns": row.checkpoint_ns,
-                "checkpoint_id": row.checkpoint_id,
-            }
-        }
-        parent: RunnableConfig | None = None
-        if row.parent_checkpoint_id:
-            parent = {
-                "configurable": {
-                    "thread_id": row.thread_id,
-                    "checkpoint_ns": row.checkpoint_ns,
-                    "checkpoint_id": row.parent_checkpoint_id,
-                }
-            }
-        checkpoint = self._encoder.decode(loaded.raw, row.checkpoint_id)
-        writes = sorted(loaded.writes, key=lambda w: (w[4], w[0], w[5]))
-        pending = [(w[0], w[1], self._load_write(w[2], w[3])) for w in writes]
-        metadata = _tether_serde.loads(row.metadata)
-        return CheckpointTuple(config, checkpoint, metadata, parent, pending)  # type: ignore[arg-type]
-
-    def _load_write(self, type_: str, value: Any) -> Any:
-        payload = bytes(value) if value is not None else b""
-        if type_.endswith(_plans.COMPRESSED_SUFFIX):
-            type_ = type_[: -len(_plans.COMPRESSED_SUFFIX)]
-            payload = encoding.decompress_state(payload)
-        return self.serde.loads_typed((type_, payload))
-
     def _get_steps(self, config: RunnableConfig) -> Steps[CheckpointTuple | None]:
         conf = config["configurable"]
         key = (str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
         loaded = yield "get_tuple", _plans.get(self._b, key, get_checkpoint_id(config)), False
-        return None if loaded is None else self._tuple(loaded)
+        return None if loaded is None else _rows.tuple_of(self._encoder, loaded)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names (the thread namespace's newest without a
@@ -378,7 +347,7 @@ class TetherSaver(BaseCheckpointSaver[int]):
         chosen = []
         for row in rows:
             if filter:
-                meta = _tether_serde.loads(row.metadata)
+                meta = _rows.metadata_of(row)
                 if not all(meta.get(k) == v for k, v in filter.items()):
                     continue
             chosen.append(row)
@@ -387,7 +356,7 @@ class TetherSaver(BaseCheckpointSaver[int]):
         if not chosen:
             return []
         loaded = yield "list", _plans.load_states(self._b, chosen), False
-        return [self._tuple(x) for x in loaded]
+        return [_rows.tuple_of(self._encoder, x) for x in loaded]
 
     def list(
         self,
