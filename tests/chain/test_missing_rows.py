@@ -93,8 +93,7 @@ def test_a_worker_leaves_a_paused_run_missing_a_row_with_its_stored_answer_as_it
     store_answer(store, eid, Resume(True, checkpoint_id=pending.checkpoint_id))
     sql = raw_sql(store)
     [(base, newest)] = sql(
-        "SELECT base_seq, seq FROM {t}checkpoints WHERE execution_id = ? ORDER BY seq DESC "
-        "LIMIT 1",
+        "SELECT base_seq, seq FROM {t}checkpoints WHERE execution_id = ? ORDER BY seq DESC LIMIT 1",
         (eid,),
     )
     assert newest - base > 4
