@@ -181,3 +181,58 @@ async def test_a_sync_call_never_blocks_on_an_async_call_holding_its_key(store):
     result = await chain.arun({})
     assert result.status == "completed", result.error
     assert calls == ["async", "sync"]
+
+
+def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the_loop(store):
+    # The holder, on a worker thread, bridges to an async client on the drive's loop; a call
+    # with the same key made on the loop's thread must not block that loop (a deadlock).
+    loop_box: list[asyncio.AbstractEventLoop] = []
+
+    async def fetch() -> str:
+        await asyncio.sleep(0.05)
+        return "data"
+
+    @idempotent(key="lookup")
+    def lookup() -> str:
+        if threading.current_thread() is threading.main_thread():
+            return "direct"
+        return asyncio.run_coroutine_threadsafe(fetch(), loop_box[0]).result(timeout=10)
+
+    chain = Chain("idem-bridge", store)
+
+    async def node(state):
+        loop_box.append(asyncio.get_running_loop())
+        bridged = asyncio.ensure_future(asyncio.to_thread(lookup))  # holds the key
+        await asyncio.sleep(0.02)
+        direct = lookup()
+        return {"bridged": await bridged, "direct": direct}
+
+    chain.add_node("n", node)
+    started = time.monotonic()
+    result = chain.run({})
+    assert result.status == "completed", result.error
+    assert time.monotonic() - started < 5
+    assert result.state["bridged"] == "data"
+
+
+def test_a_step_abandoned_at_its_timeout_gives_up_its_key_so_a_resume_runs_the_body(store):
+    stuck = threading.Event()
+    calls: list[int] = []
+
+    @idempotent(key="charge-1")
+    def charge() -> str:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            stuck.wait(30)  # the first attempt hangs (a stuck HTTP call)
+        return "rcpt"
+
+    chain = Chain("idem-abandoned", store)
+    chain.add_node("pay", lambda state: {"r": charge()}, timeout_seconds=0.5)
+    try:
+        failed = chain.run({})
+        assert failed.status == "failed", failed.error
+        again = chain.resume(failed.execution_id)
+        assert again.status == "completed", again.error
+        assert again.state["r"] == "rcpt" and calls == [0, 1]
+    finally:
+        stuck.set()

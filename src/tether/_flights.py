@@ -7,10 +7,13 @@ as a later call would (a hit when the first stored its result; the body when it 
 processes need nothing of this: the run's lease keeps them off the run.
 
 A call never waits where waiting might not end: a call nested inside the body that holds its
-slot (the body, or a task or thread it started with its context, calls the same key), and a
-sync call while an ``async`` call holds the slot (that task may need the event loop the sync
-caller is blocking, directly or through a node waiting on the caller's thread). Those go
-ahead, as every call did before slots existed.
+slot (the body, or a task or thread it started with its context, calls the same key); a sync
+call while an ``async`` call holds the slot; and a sync call on a thread running an event loop
+(a sync node or tool): blocking that loop could stall the holder (a body that bridges to the
+loop) and every timeout the loop keeps. Those go ahead, as every call did before slots existed.
+A sync step abandoned at its ``timeout_seconds`` gives up the slots its thread holds
+(:func:`abandon_thread`), so a resume in the same process runs the body again instead of
+waiting for a thread that may never end.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["hold", "hold_async", "holding", "release"]
+__all__ = ["abandon_thread", "hold", "hold_async", "holding", "release"]
 
 Slot = tuple[str, str]
 
@@ -43,45 +46,76 @@ _flights: dict[Slot, _Flight] = {}
 _held: ContextVar[frozenset[Slot]] = ContextVar("tether_idempotent_held", default=frozenset())
 
 
-def hold(slot: Slot) -> bool:
+def hold(slot: Slot) -> _Flight | None:
     """Hold ``slot`` for a sync call, waiting while another call holds it.
 
     Returns:
-        True when the caller now holds it (it must :func:`release` it); False when the call
+        The flight the caller now holds (give it to :func:`release`), or ``None`` when the call
         goes ahead without it (see the module docstring).
     """
     while True:
         with _lock:
             flight = _flights.get(slot)
             if flight is None:
-                _flights[slot] = _Flight(is_async=False)
-                return True
-            if slot in _held.get() or flight.is_async or flight.thread == threading.get_ident():
-                return False
+                mine = _flights[slot] = _Flight(is_async=False)
+                return mine
+            if (
+                slot in _held.get()
+                or flight.is_async
+                or flight.thread == threading.get_ident()
+                or _on_loop_thread()
+            ):
+                return None
         flight.done.wait()
 
 
-async def hold_async(slot: Slot) -> bool:
+def _on_loop_thread() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def hold_async(slot: Slot) -> _Flight | None:
     """Hold ``slot`` for an ``async`` call, awaiting while another call holds it; as
     :func:`hold`."""
     while True:
         with _lock:
             flight = _flights.get(slot)
             if flight is None:
-                _flights[slot] = _Flight(is_async=True)
-                return True
+                mine = _flights[slot] = _Flight(is_async=True)
+                return mine
             if slot in _held.get():
-                return False
+                return None
             loop = asyncio.get_running_loop()
             woken: asyncio.Future[None] = loop.create_future()
             flight.waiters.append((loop, woken))
         await woken
 
 
-def release(slot: Slot) -> None:
-    """Give ``slot`` up and wake every call waiting for it."""
+def release(slot: Slot, flight: _Flight) -> None:
+    """Give ``slot`` up (unless ``flight`` lost it already: see :func:`abandon_thread`) and
+    wake every call waiting for it."""
     with _lock:
-        flight = _flights.pop(slot)
+        if _flights.get(slot) is flight:
+            del _flights[slot]
+    _finish(flight)
+
+
+def abandon_thread(ident: int) -> None:
+    """Give up the slots held by sync calls on thread ``ident``, which its drive abandoned
+    (a step past its ``timeout_seconds``): the calls waiting for them read the cache and, with
+    no result there, run the body themselves."""
+    with _lock:
+        gone = [slot for slot, f in _flights.items() if f.thread == ident and not f.is_async]
+        flights = [_flights.pop(slot) for slot in gone]
+    for flight in flights:
+        _finish(flight)
+
+
+def _finish(flight: _Flight) -> None:
+    with _lock:
         flight.done.set()
         waiters, flight.waiters = flight.waiters, []
     for loop, woken in waiters:

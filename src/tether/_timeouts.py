@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import _flights
 from .errors import ConfigurationError, RunDeadlineExceeded, StepTimeoutError
 
 __all__ = ["Deadline", "bounded", "check_timeout"]
@@ -93,8 +94,14 @@ async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -
         except RuntimeError:  # the loop closed: the drive gave up on this step long ago
             pass
 
-    threading.Thread(target=work, name=f"tether-step:{name}", daemon=True).start()
-    ok, value = await asyncio.shield(fut)
+    thread = threading.Thread(target=work, name=f"tether-step:{name}", daemon=True)
+    thread.start()
+    try:
+        ok, value = await asyncio.shield(fut)
+    except asyncio.CancelledError:  # abandoned (its timeout, the run's deadline, a cancel)
+        if thread.ident is not None and thread.is_alive():
+            _flights.abandon_thread(thread.ident)
+        raise
     if not ok:
         raise value
     return value

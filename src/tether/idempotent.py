@@ -270,8 +270,8 @@ def idempotent(
                     fault("idempotent.after_cache")
                     return result
                 finally:
-                    if held:
-                        _flights.release(slot)
+                    if held is not None:
+                        _flights.release(slot, held)
 
             return _with_key(async_wrapper, key_of)
 
@@ -304,8 +304,8 @@ def idempotent(
                 fault("idempotent.after_cache")
                 return result
             finally:
-                if held:
-                    _flights.release(slot)
+                if held is not None:
+                    _flights.release(slot, held)
 
         return _with_key(wrapper, key_of)
 
