@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import unquote
 
-from ._urls import split_store_url
+from ._urls import split_store_url, sqlite_url_path
 from .errors import ConfigurationError
 from .store.base import Checkpointer
 
@@ -19,15 +18,18 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
     """Open the store a URL names.
 
     Args:
-        url: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``, ``sqlite://:memory:``,
-            or ``postgresql://user:password@host:port/dbname`` (percent-encode special
+        url: ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``,
+            ``sqlite:///~/in/home.db``, ``sqlite://:memory:`` (no query: pass
+            ``read_only=True`` to read without writing), or
+            ``postgresql://user:password@host:port/dbname`` (percent-encode special
             characters in the password; ``?schema=name`` picks the schema). Default: the
             ``TETHER_DATABASE_URL`` environment variable, else ``sqlite:///tether.db``.
         **options: passed to the backend's constructor (e.g. ``synchronous="FULL"``).
 
     Raises:
         ConfigurationError: an unknown scheme or a bare path (the message gives the URL),
-            a SQLite path that cannot name a database file (a directory, say; see
+            a SQLite URL with a query, a SQLite path that cannot name a database file (a
+            directory, a ``file:`` URI, say; see
             :class:`~tether.store.sqlite.SQLiteCheckpointer`), or Postgres without the
             ``postgres`` extra.
     """
@@ -37,14 +39,7 @@ def connect(url: str | None = None, **options: Any) -> Checkpointer:
     if scheme == "sqlite":
         from .store.sqlite import SQLiteCheckpointer
 
-        if parts.netloc == ":memory:" or parts.path == "/:memory:":
-            return SQLiteCheckpointer(":memory:", **options)
-        path = unquote(parts.path)
-        if path.startswith("/"):
-            path = path[1:]  # sqlite:///rel.db -> rel.db ; sqlite:////abs.db -> /abs.db
-        if not path:
-            raise ConfigurationError(f"SQLite URL {url!r} names no file")
-        return SQLiteCheckpointer(path, **options)
+        return SQLiteCheckpointer(sqlite_url_path(url, parts), **options)
     if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
         try:
             from .store.postgres import PostgresCheckpointer

@@ -400,6 +400,70 @@ def test_a_directory_as_the_store_exits_4_naming_it_and_creates_nothing(tmp_path
     assert list(where.iterdir()) == [] and (tmp_path / "notes").read_text() == "my notes\n"
 
 
+def test_a_dangling_or_looping_symlink_as_the_store_exits_4_naming_the_link(tmp_path: Path):
+    (tmp_path / "gone").symlink_to("missing")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    for path, link, why in (
+        (tmp_path / "gone" / "t.db", tmp_path / "gone", "which does not exist"),
+        (tmp_path / "loop1", tmp_path / "loop1", "loops"),
+        (tmp_path / "loop1" / "t.db", tmp_path / "loop1", "loops"),
+    ):
+        # Before: StoreUnavailableError "File exists" / "unable to open database file", exit 5.
+        for args in (("runs", "list"), ("db", "migrate")):
+            proc = tether_cli(f"sqlite:///{path}", *args)
+            assert proc.returncode == 4, (path, args, proc.stderr)
+            assert "ConfigurationError" in proc.stderr and why in proc.stderr, proc.stderr
+            assert repr(str(link)) in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "loop1", "loop2"]
+
+
+def test_a_nul_byte_or_an_overlong_name_in_the_store_path_exits_4(tmp_path: Path):
+    for url, why in (
+        (f"sqlite:///{tmp_path / 'a'}%00b.db", "NUL"),
+        (f"sqlite:///{tmp_path / ('x' * 300)}.db", "too long"),
+    ):
+        for args in (("runs", "list"), ("db", "migrate")):
+            proc = tether_cli(url, *args)  # before: a raw ValueError / OSError, exit 1
+            assert proc.returncode == 4, (url[:40], args, proc.stderr)
+            assert "ConfigurationError" in proc.stderr and why in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_leading_tilde_in_the_store_path_is_the_home_directory(tmp_path: Path):
+    home = tmp_path / "home"
+    home.mkdir()
+    url = "sqlite:///~/runs/t.db"
+
+    def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "tether.cli", *args]
+        child = child_env(COLUMNS="200", HOME=str(home), **env)
+        return subprocess.run(argv, env=child, capture_output=True, text=True, cwd=tmp_path)
+
+    # Before: the store was './~/runs/t.db', under a directory literally named '~'.
+    migrated = cli("--db", url, "db", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert (home / "runs" / "t.db").is_file() and not (tmp_path / "~").exists()
+    listed = cli("runs", "list", "--json", TETHER_DATABASE_URL=url)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+
+
+def test_an_sqlite_file_uri_or_a_query_on_the_store_url_exits_4(tmp_path: Path):
+    path = tmp_path / "t.db"
+    assert tether_cli(f"sqlite:///{path}", "db", "migrate").returncode == 0
+    before = path.read_bytes()
+    for url, why in (
+        (f"sqlite:///file:{path}?mode=ro", "URI"),
+        (f"sqlite:///{path}?mode=ro", "query"),
+    ):
+        # Before: exit 0, the query dropped: opened writable, migrating what was to be read.
+        for args in (("runs", "list"), ("db", "migrate")):
+            proc = tether_cli(url, *args)
+            assert proc.returncode == 4, (url, args, proc.stderr)
+            assert why in proc.stderr and "read_only=True" in proc.stderr, proc.stderr
+    assert path.read_bytes() == before
+
+
 def test_unknown_url_scheme_exits_4(tmp_path: Path):
     proc = tether_cli("mysql://localhost/x", "runs", "list")
     assert proc.returncode == 4 and "unknown database URL scheme" in proc.stderr

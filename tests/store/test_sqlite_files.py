@@ -202,3 +202,109 @@ def test_a_new_path_whose_directories_do_not_exist_yet_is_created_with_them(tmp_
     memory = tether.connect("sqlite://:memory:")
     assert memory.path == ":memory:"  # type: ignore[attr-defined]
     memory.close()
+
+
+def _broken_links(where):
+    """Links that can never lead to a database file, by what their error must say."""
+    os.symlink("missing", where / "gone")  # a directory link whose directory is not there
+    os.symlink("loop2", where / "loop1")
+    os.symlink("loop1", where / "loop2")
+    os.symlink(os.path.join("nowhere", "t.db"), where / "dangling.db")  # no 'nowhere' either
+    return {
+        where / "gone" / "t.db": (where / "gone", "'missing', which does not exist"),
+        where / "loop1": (where / "loop1", "loops"),
+        where / "loop1" / "t.db": (where / "loop1", "loops"),
+        where / "dangling.db": (where / "dangling.db", "does not exist"),
+    }
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writer", "read_only"])
+def test_a_dangling_or_looping_symlink_in_the_path_is_a_configuration_error_naming_the_link(
+    tmp_path, read_only
+):
+    cases = _broken_links(tmp_path)
+    made = _entries(tmp_path)
+    for path, (link, why) in cases.items():
+        # Before: StoreUnavailableError "cannot be written: File exists" or "unable to open
+        # database file" (exit 5, retried for ever by a worker).
+        with pytest.raises(ConfigurationError, match=why) as info:
+            SQLiteCheckpointer(path, read_only=read_only)
+        assert repr(str(path)) in str(info.value) and repr(str(link)) in str(info.value)
+        assert "symbolic link" in str(info.value)
+        with pytest.raises(ConfigurationError, match=why):
+            tether.connect(f"sqlite:///{path}", read_only=read_only)
+    assert _entries(tmp_path) == made  # nothing created where a link points nowhere
+
+
+def test_a_dangling_file_symlink_whose_directory_exists_creates_its_target(tmp_path):
+    (tmp_path / "data").mkdir()
+    os.symlink(os.path.join("data", "t.db"), tmp_path / "t.db")
+    eid = _one_run(tmp_path / "t.db")  # SQLite follows the link and creates data/t.db
+    assert (tmp_path / "data" / "t.db").is_file()
+    assert run_of(SQLiteCheckpointer(tmp_path / "t.db", read_only=True), eid).status == "completed"
+
+
+def test_a_nul_byte_in_the_path_is_a_configuration_error_showing_it_escaped(tmp_path):
+    path = f"{tmp_path / 'a'}\x00b.db"
+    # Before: a raw ValueError "embedded null byte", from connect() and the CLI alike (exit 1).
+    with pytest.raises(ConfigurationError, match="NUL") as info:
+        SQLiteCheckpointer(path)
+    assert repr(path) in str(info.value) and "\\x00" in str(info.value)
+    with pytest.raises(ConfigurationError, match="NUL"):
+        tether.connect(f"sqlite:///{tmp_path / 'a'}%00b.db")
+    assert _entries(tmp_path) == []
+
+
+def test_a_name_too_long_for_the_filesystem_is_a_configuration_error_naming_the_path(tmp_path):
+    long = "x" * 300
+    for path in (tmp_path / f"{long}.db", tmp_path / long / long / "t.db"):
+        # Before: a raw OSError ENAMETOOLONG (exit 1).
+        with pytest.raises(ConfigurationError, match="too long") as info:
+            SQLiteCheckpointer(path)
+        longest = max(len(name) for name in path.parts)
+        assert repr(str(path)) in str(info.value) and f"{longest} bytes" in str(info.value)
+    assert _entries(tmp_path) == []
+
+
+def test_a_leading_tilde_is_the_home_directory(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    # Before: a directory literally named '~' in the working directory.
+    eid = _one_run("~/runs/t.db")
+    store = tether.connect("sqlite:///~/runs/t.db", read_only=True)
+    assert store.path == str(home / "runs" / "t.db")  # type: ignore[attr-defined]
+    assert run_of(store, eid).status == "completed"
+    store.close()
+    assert _entries(tmp_path) == ["home"] and "t.db" in _entries(home / "runs")
+
+
+def test_a_tilde_naming_no_home_directory_is_a_configuration_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match="home directory") as info:
+        SQLiteCheckpointer("~no-such-user-here/t.db")
+    assert "'~no-such-user-here/t.db'" in str(info.value)
+    assert _entries(tmp_path) == []
+
+
+def test_an_sqlite_file_uri_is_refused_saying_to_use_a_plain_path_and_read_only(tmp_path):
+    path = tmp_path / "t.db"
+    _one_run(path)
+    before = path.read_bytes()
+    # Before: SQLite took 'file:' as a URI, but connect() dropped the query, so the store
+    # opened writable (and would migrate) the file its user asked to read.
+    for how in (
+        lambda: SQLiteCheckpointer(f"file:{path}?mode=ro"),
+        lambda: tether.connect(f"sqlite:///file:{path}?mode=ro"),
+        lambda: tether.connect(f"sqlite:///file:{path}"),
+    ):
+        with pytest.raises(ConfigurationError, match="URI") as info:
+            how()
+        assert "plain path" in str(info.value) and "read_only=True" in str(info.value)
+    # A query on a plain path was dropped as silently; a '?' meant for a file name too.
+    for url in (f"sqlite:///{path}?mode=ro", f"sqlite:///{tmp_path / 'a'}?b.db"):
+        with pytest.raises(ConfigurationError, match="query") as info:
+            tether.connect(url)
+        assert "read_only=True" in str(info.value) and "%3F" in str(info.value)
+    assert path.read_bytes() == before and _entries(tmp_path) == ["t.db"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from .._urls import split_store_url
+from .._urls import split_store_url, sqlite_url_path
 from ..connect import DEFAULT_URL, connect
 from ..errors import ConfigurationError
 from ..registry import Registry, load_app
@@ -156,10 +156,9 @@ def open_store(url: str, *, create: bool = False, migrate: bool = False) -> Chec
     parts = split_store_url(url)
     scheme = parts.scheme.lower()
     options: dict[str, Any] = {}
-    if not create and scheme == "sqlite" and parts.netloc != ":memory:":
-        path = unquote(parts.path)
-        path = path[1:] if path.startswith("/") else path
-        if path and path != ":memory:":
+    if not create and scheme == "sqlite":
+        path = sqlite_url_path(url, parts)
+        if path != ":memory:":
             check_sqlite(path, allow_older=migrate)
             # Reading only: never the write lock (under WAL a reader does not wait for a
             # worker's step), and a file this process cannot write still reads.

@@ -51,7 +51,7 @@ def check_sqlite(path: str, *, allow_older: bool = False) -> None:
             or (without ``allow_older``) an older schema version.
         CorruptRecordError: the file is not a SQLite database.
     """
-    check_store_path(path)
+    path = check_store_path(path)
     file = Path(path)
     if not file.exists():
         raise StoreUnavailableError(

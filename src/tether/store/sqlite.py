@@ -69,8 +69,9 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
     """Checkpoints in one SQLite file.
 
     Args:
-        path: the database file (created if missing, with its directories), or
-            ``":memory:"`` for a throwaway store private to one thread.
+        path: the database file (created if missing, with its directories; a leading ``~``
+            is the home directory), or ``":memory:"`` for a throwaway store private to one
+            thread. Not an SQLite ``file:`` URI: ``read_only`` reads without writing.
         synchronous: ``"NORMAL"`` (default; survives process crashes) or ``"FULL"`` (also
             survives power loss). Source: SQLite's WAL documentation.
         busy_timeout_seconds: how long a writer waits for another process's write lock before
@@ -103,9 +104,10 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         ConfigurationError: an unknown ``synchronous`` or ``wal_checkpoint``,
             ``wal_checkpoint_pages`` not a positive integer, or ``compress_state_min_bytes``
             neither ``None`` nor a positive integer; or ``path`` cannot name a database file
-            (a directory, a path ending in a separator or under a regular file, a device or
-            FIFO: :mod:`tether.store._sqlite_path`), raised before anything is opened or
-            created.
+            (a directory, a path ending in a separator or under a regular file, a symbolic
+            link that points nowhere or loops, a name too long, a NUL byte, a ``file:`` URI,
+            a device or FIFO: :mod:`tether.store._sqlite_path`), raised before anything is
+            opened or created.
         SchemaVersionError: the file was written by a newer tether.
         StoreUnavailableError: the file cannot be opened or written (the message says why
             it is read-only to this process when it is); with ``read_only``, no such file, no
@@ -151,7 +153,7 @@ class SQLiteCheckpointer(AuditOperations, LeaseOperations, ControlOperations, Pl
         self.wal_checkpoint_pages = wal_checkpoint_pages
         self.compress_state_min_bytes = _codec.check_compress_min_bytes(compress_state_min_bytes)
         self.read_only = bool(read_only)
-        check_store_path(self.path)  # a directory, say, before SQLite calls it an outage
+        self.path = check_store_path(self.path)  # a directory, say: not an outage to retry
         if self.read_only and (self.path == ":memory:" or not os.path.isfile(self.path)):
             raise StoreUnavailableError(
                 f"no SQLite database at {self.path!r} to read (read_only=True creates nothing)"
