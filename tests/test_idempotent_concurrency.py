@@ -183,10 +183,13 @@ async def test_a_sync_call_never_blocks_on_an_async_call_holding_its_key(store):
     assert calls == ["async", "sync"]
 
 
-def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the_loop(store):
+async def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the_loop(
+    store,
+):
     # The holder, on a worker thread, bridges to an async client on the drive's loop; a call
     # with the same key made on the loop's thread must not block that loop (a deadlock).
     loop_box: list[asyncio.AbstractEventLoop] = []
+    loop_thread: list[int] = []
 
     async def fetch() -> str:
         await asyncio.sleep(0.05)
@@ -194,7 +197,7 @@ def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the
 
     @idempotent(key="lookup")
     def lookup() -> str:
-        if threading.current_thread() is threading.main_thread():
+        if threading.get_ident() == loop_thread[0]:  # on the drive's loop: no bridge needed
             return "direct"
         return asyncio.run_coroutine_threadsafe(fetch(), loop_box[0]).result(timeout=10)
 
@@ -202,6 +205,7 @@ def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the
 
     async def node(state):
         loop_box.append(asyncio.get_running_loop())
+        loop_thread.append(threading.get_ident())
         bridged = asyncio.ensure_future(asyncio.to_thread(lookup))  # holds the key
         await asyncio.sleep(0.02)
         direct = lookup()
@@ -209,13 +213,15 @@ def test_a_sync_call_on_the_loops_thread_never_waits_for_a_thread_that_needs_the
 
     chain.add_node("n", node)
     started = time.monotonic()
-    result = chain.run({})
+    result = await asyncio.wait_for(chain.arun({}), timeout=30)
     assert result.status == "completed", result.error
     assert time.monotonic() - started < 5
     assert result.state["bridged"] == "data"
 
 
-def test_a_step_abandoned_at_its_timeout_gives_up_its_key_so_a_resume_runs_the_body(store):
+async def test_a_step_abandoned_at_its_timeout_gives_up_its_key_so_a_resume_runs_the_body(
+    store,
+):
     stuck = threading.Event()
     calls: list[int] = []
 
@@ -229,9 +235,9 @@ def test_a_step_abandoned_at_its_timeout_gives_up_its_key_so_a_resume_runs_the_b
     chain = Chain("idem-abandoned", store)
     chain.add_node("pay", lambda state: {"r": charge()}, timeout_seconds=0.5)
     try:
-        failed = chain.run({})
+        failed = await chain.arun({})
         assert failed.status == "failed", failed.error
-        again = chain.resume(failed.execution_id)
+        again = await asyncio.wait_for(chain.aresume(failed.execution_id), timeout=30)
         assert again.status == "completed", again.error
         assert again.state["r"] == "rcpt" and calls == [0, 1]
     finally:

@@ -11,9 +11,9 @@ slot (the body, or a task or thread it started with its context, calls the same 
 call while an ``async`` call holds the slot; and a sync call on a thread running an event loop
 (a sync node or tool): blocking that loop could stall the holder (a body that bridges to the
 loop) and every timeout the loop keeps. Those go ahead, as every call did before slots existed.
-A sync step abandoned at its ``timeout_seconds`` gives up the slots its thread holds
-(:func:`abandon_thread`), so a resume in the same process runs the body again instead of
-waiting for a thread that may never end.
+A sync step abandoned at its ``timeout_seconds`` gives up the slots it holds and never holds
+one again, nor does anything it started with its context (:func:`abandon`), so a resume in the
+same process runs the body again instead of waiting for a thread that may never end.
 """
 
 from __future__ import annotations
@@ -24,18 +24,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["abandon_thread", "hold", "hold_async", "holding", "release"]
+__all__ = ["StepThread", "abandon", "hold", "hold_async", "holding", "release", "step_thread"]
 
 Slot = tuple[str, str]
+
+
+class StepThread:
+    """A sync step's own thread (``tether._timeouts``), marked when its drive abandons it."""
+
+    __slots__ = ("abandoned",)
+
+    def __init__(self) -> None:
+        self.abandoned = False
+
+
+step_thread: ContextVar[StepThread | None] = ContextVar("tether_step_thread", default=None)
+"""Set in the context a sync step's thread runs in (and what that step starts with it)."""
 
 
 class _Flight:
     """The call holding a slot; what the calls waiting for it wait on."""
 
-    __slots__ = ("done", "is_async", "thread", "waiters")
+    __slots__ = ("done", "is_async", "step", "thread", "waiters")
 
     def __init__(self, *, is_async: bool) -> None:
         self.is_async = is_async
+        self.step = step_thread.get()
         self.thread = threading.get_ident()
         self.done = threading.Event()  # for sync callers on other threads
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -55,10 +69,9 @@ def hold(slot: Slot) -> _Flight | None:
     """
     while True:
         with _lock:
-            flight = _flights.get(slot)
+            flight = _take(slot, is_async=False)
             if flight is None:
-                mine = _flights[slot] = _Flight(is_async=False)
-                return mine
+                return _flights.get(slot)
             if (
                 slot in _held.get()
                 or flight.is_async
@@ -82,10 +95,9 @@ async def hold_async(slot: Slot) -> _Flight | None:
     :func:`hold`."""
     while True:
         with _lock:
-            flight = _flights.get(slot)
+            flight = _take(slot, is_async=True)
             if flight is None:
-                mine = _flights[slot] = _Flight(is_async=True)
-                return mine
+                return _flights.get(slot)
             if slot in _held.get():
                 return None
             loop = asyncio.get_running_loop()
@@ -94,21 +106,35 @@ async def hold_async(slot: Slot) -> _Flight | None:
         await woken
 
 
+def _take(slot: Slot, *, is_async: bool) -> _Flight | None:
+    """Under ``_lock``: hold a free ``slot`` (``None``; it is then ``_flights[slot]``, or not
+    there at all for a call in an abandoned step, which goes ahead without it), or the flight
+    holding it."""
+    flight = _flights.get(slot)
+    if flight is not None:
+        return flight
+    step = step_thread.get()
+    if step is None or not step.abandoned:
+        _flights[slot] = _Flight(is_async=is_async)
+    return None
+
+
 def release(slot: Slot, flight: _Flight) -> None:
-    """Give ``slot`` up (unless ``flight`` lost it already: see :func:`abandon_thread`) and
-    wake every call waiting for it."""
+    """Give ``slot`` up (unless ``flight`` lost it already: see :func:`abandon`) and wake
+    every call waiting for it."""
     with _lock:
         if _flights.get(slot) is flight:
             del _flights[slot]
     _finish(flight)
 
 
-def abandon_thread(ident: int) -> None:
-    """Give up the slots held by sync calls on thread ``ident``, which its drive abandoned
-    (a step past its ``timeout_seconds``): the calls waiting for them read the cache and, with
-    no result there, run the body themselves."""
+def abandon(step: StepThread) -> None:
+    """Mark ``step`` abandoned by its drive (past its ``timeout_seconds``) and give up the
+    slots calls in it hold: the calls waiting for them read the cache and, with no result
+    there, run the body themselves; calls it makes later hold nothing."""
     with _lock:
-        gone = [slot for slot, f in _flights.items() if f.thread == ident and not f.is_async]
+        step.abandoned = True
+        gone = [slot for slot, f in _flights.items() if f.step is step]
         flights = [_flights.pop(slot) for slot in gone]
     for flight in flights:
         _finish(flight)

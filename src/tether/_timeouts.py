@@ -83,6 +83,8 @@ async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[tuple[bool, Any]] = loop.create_future()
     ctx = contextvars.copy_context()
+    step = _flights.StepThread()
+    ctx.run(_flights.step_thread.set, step)
 
     def work() -> None:
         try:
@@ -99,8 +101,7 @@ async def _in_thread(fn: Callable[..., Any], args: tuple[Any, ...], name: str) -
     try:
         ok, value = await asyncio.shield(fut)
     except asyncio.CancelledError:  # abandoned (its timeout, the run's deadline, a cancel)
-        if thread.ident is not None and thread.is_alive():
-            _flights.abandon_thread(thread.ident)
+        _flights.abandon(step)
         raise
     if not ok:
         raise value
