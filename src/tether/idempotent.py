@@ -227,6 +227,14 @@ def idempotent(
         SerializationError: the arguments have no canonical JSON encoding (and no ``key=``); or
             the result cannot be cached (after the body ran: see the module docstring), and
             then on every later call with that key in the run.
+
+    Warns:
+        RuntimeWarning: a call outside any run while runs execute in this process (most
+            likely from a thread a node started without the run's context): it runs as a
+            plain call that a resume repeats (docs/design.md §6).
+
+    A call whose key another call in the same run holds at that moment waits for it, then
+    returns its cached result (:mod:`tether._flights`, docs/design.md §6).
     """
 
     def decorate(f: Callable[P, R]) -> Idempotent[P, R]:

@@ -52,7 +52,9 @@ class TetherSerializer:
             fallback; ``None`` (default) keeps LangGraph's strict allowlist of safe types.
 
     Raises:
-        SerializationError: (from ``dumps_typed``) a value neither JSON nor msgpack holds.
+        SerializationError: (from ``dumps_typed``) a value neither JSON nor msgpack holds, or
+            one msgpack would read back as another class (an unlisted class under the strict
+            allowlist) or changed, naming where it sits (docs/langgraph.md, "Stored values").
     """
 
     def __init__(self, *, allowed_msgpack_modules: Iterable[tuple[str, ...]] | None = None):
@@ -64,7 +66,12 @@ class TetherSerializer:
         )
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        """``(type, payload)`` for ``obj``: tether JSON when it can hold it."""
+        """``(type, payload)`` for ``obj``: tether JSON when it can hold it, else LangGraph's
+        msgpack when it reads back as the same classes and values.
+
+        Raises:
+            SerializationError: neither can store it faithfully (see the class docstring).
+        """
         try:
             return JSON_TYPE, _tether_serde.dumps(obj)
         except SerializationError as exc:
