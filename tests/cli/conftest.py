@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import pwd
@@ -55,6 +56,27 @@ class ReadOnlyPlace:
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
+@functools.cache
+def _tether_unreadable_as(prefix: tuple[str, ...]) -> str:
+    """Why ``tether`` cannot be imported by the user ``prefix`` runs as (a checkout under a
+    0700 directory, such as ``mktemp -d``'s, is closed to ``nobody``), or ``""``."""
+    from tests.support.proc import ROOT, child_env
+
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", "import tether.cli"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        check=False,
+    )
+    if probe.returncode == 0:
+        return ""
+    last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"{last} (checkout {ROOT})"
+
+
 @pytest.fixture(params=["mount", "permissions"])
 def read_only_place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ReadOnlyPlace]:
     """A :class:`ReadOnlyPlace` of each kind; skipped, saying why, where this machine cannot
@@ -84,6 +106,9 @@ def read_only_place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
                 pytest.skip("root ignores file modes, and there is no 'nobody' user to run as")
             prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}"]
             prefix.append("--clear-groups")
+            unreadable = _tether_unreadable_as(tuple(prefix))
+            if unreadable:
+                pytest.skip(f"nobody cannot import tether from this checkout: {unreadable}")
         # Outside pytest's 0700 temporary root, so that nobody may look in (and only look).
         where = Path(tempfile.mkdtemp(prefix="tether-ro-"))
         where.chmod(0o755)
