@@ -566,6 +566,28 @@ def test_a_resumed_history_is_not_encoded_again_and_its_next_row_appends_one_ite
     assert _delta._as_bytes(head.keys["log"]) == b'["z","y"]'
 
 
+def test_a_replayed_history_keeps_the_rows_it_read_whole_and_grows_and_joins_from_them():
+    """A resume keeps each append row as read (no copy of its array a row), and the head's
+    list built from them joins, grows and branches off as one built step by step."""
+    rows = [(1, "full", b'{"log":["m0"],"n":1}')]
+    rows += [(i, "delta", b'{"a":{"log":["m%d","x%d"]}}' % (i, i)) for i in range(2, 30)]
+    rows += [(30, "delta", b'{"a":{"log":[]}}'), (31, "delta", b'{"a":{"log":["last"]}}')]
+    tracks: _replay.Tracks = {}
+    raw = _replay.replay_in_place("run", {}, rows, tracks)
+    grown = _replay.head_from_raw(31, 1, raw, 30, tracks).keys["log"]
+    assert isinstance(grown, _delta.Chunks) and grown.framed == 30
+    assert all(part is row[2] for part, row in zip(grown.parts[1:], rows[1:], strict=True))
+    assert grown.join() == orjson.dumps(raw["log"])
+    frame = len(b'{"a":{"log":}}')
+    assert grown.nbytes == len(b'["m0"]') + sum(len(r[2]) - frame for r in rows[1:])
+    longer = grown.grow(b'["n1"]').grow(b'["n2","n3"]')
+    assert longer.join() == orjson.dumps([*raw["log"], "n1", "n2", "n3"])
+    branch = grown.grow(b'["other"]')  # from the older value: branches off
+    assert branch.join() == orjson.dumps([*raw["log"], "other"])
+    assert longer.join() == orjson.dumps([*raw["log"], "n1", "n2", "n3"])
+    assert grown.join() == orjson.dumps(raw["log"])
+
+
 @pytest.mark.parametrize(
     ("delta", "error"),
     [

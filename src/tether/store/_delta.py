@@ -25,6 +25,7 @@ the full snapshot its replay starts from.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -46,14 +47,20 @@ class Chunks:
 
     Values grown from one another share one list of parts, each seeing its first ``count``: a
     head kept for a retry stays valid while its successor appends (growing from an older
-    value copies its parts once)."""
+    value copies its parts once).
 
-    __slots__ = ("count", "nbytes", "parts")
+    A value rebuilt by a replay holds, after its first part, ``framed`` stored rows as they were
+    read, each an append row whose array is ``row[frame:-2]`` (``{"a":{"<key>":[...]}}``): kept
+    whole, not sliced, a resume copies none of the history it read (see :mod:`._replay`)."""
 
-    def __init__(self, parts: list[bytes]) -> None:
+    __slots__ = ("count", "frame", "framed", "nbytes", "parts")
+
+    def __init__(self, parts: list[bytes], *, framed: int = 0, frame: int = 0) -> None:
         self.parts = parts
         self.count = len(parts)
-        self.nbytes = sum(map(len, parts))
+        self.framed = framed
+        self.frame = frame
+        self.nbytes = sum(map(len, parts)) - framed * (frame + 2)
 
     def grow(self, items: bytes) -> Chunks:
         """A new value with ``items`` (a JSON array) appended; ``self`` is left as it was."""
@@ -69,17 +76,27 @@ class Chunks:
         grown = Chunks.__new__(Chunks)
         grown.parts = parts
         grown.count = self.count + 1
+        grown.framed = min(self.framed, self.count - 1)  # a part appended is never framed
+        grown.frame = self.frame
         grown.nbytes = self.nbytes + len(items)
         return grown
 
     def join(self) -> bytes:
         """The whole JSON array, built in one allocation."""
+        parts = self.parts[: self.count]
+        end = 1 + self.framed
+        frame = self.frame + 1  # a framed row's opening and its array's "["
+        arrays = itertools.chain(
+            (memoryview(p)[1:-1] for p in parts[:1]),
+            (memoryview(row)[frame:-3] for row in parts[1:end]),  # less "]}}"
+            (memoryview(p)[1:-1] for p in parts[end:]),
+        )
         pieces: list[bytes | memoryview] = [b"["]
-        for p in self.parts[: self.count]:
-            if len(p) > 2:
+        for items in arrays:
+            if len(items):  # an empty array adds nothing
                 if len(pieces) > 1:
                     pieces.append(b",")
-                pieces.append(memoryview(p)[1:-1])
+                pieces.append(items)
         pieces.append(b"]")
         return b"".join(pieces)
 

@@ -8,8 +8,9 @@ a row costs here about what the plain database pays to read the same message bac
 - the common row, a plain delta that appends to one list and does nothing else
   (``{"a":{"<key>":[...]}}``), is told by its bytes and only its array is parsed: no dict per
   row, no call per row (any other row is applied by :func:`apply_row_of`);
-- each such array is kept as the bytes it was read as, so the head's encoding of the grown list
-  is those parts (:class:`~._delta.Chunks`), not the whole history encoded again.
+- each such row is kept as it was read, whole (its array is a slice of it, never copied out), so
+  the head's encoding of the grown list is those rows (:class:`~._delta.Chunks`, framed), not
+  the whole history encoded again, and a resume allocates nothing per row it keeps.
 """
 
 from __future__ import annotations
@@ -29,24 +30,26 @@ _APPEND_CLOSE: Final = b"]}}"  # and ends, when it appends to one key
 
 
 class Track:
-    """How a list of a replayed state grew from ``start`` items: by the JSON arrays ``parts``,
-    as stored, one a row, which left it ``length`` long. Valid while the state still holds
-    ``items`` at that length: any other row that changes the list replaces it or changes its
-    length (a replay in place only extends lists), and then the list is encoded whole."""
+    """How a list of a replayed state grew from ``start`` items: by the append rows ``rows``,
+    as stored (each ``{"a":{"<key>":[...]}}``, its array from byte ``frame`` on), which left it
+    ``length`` long. Valid while the state still holds ``items`` at that length: any other row
+    that changes the list replaces it or changes its length (a replay in place only extends
+    lists), and then the list is encoded whole."""
 
-    __slots__ = ("items", "length", "parts", "start")
+    __slots__ = ("frame", "items", "length", "rows", "start")
 
-    def __init__(self, items: list[Any]) -> None:
+    def __init__(self, items: list[Any], frame: int) -> None:
         self.items = items
         self.start = self.length = len(items)
-        self.parts: list[bytes] = []
+        self.frame = frame
+        self.rows: list[bytes] = []
 
     def encoding_of(self, value: Any) -> Chunks | None:
         """``value`` encoded from the parts, if it is still the list they describe."""
         if value is not self.items or len(value) != self.length:
             return None
         head = orjson.dumps(value[: self.start]) if self.start else b"[]"
-        return Chunks([head, *self.parts])
+        return Chunks([head, *self.rows], framed=len(self.rows), frame=self.frame)
 
 
 Tracks = dict[str, Track]
@@ -123,8 +126,8 @@ def replay_in_place(
                     start = len(opening)
                     if key is not None:
                         into = cur[key]
-                        track = None if tracks is None else _track(tracks, key, into)
-                        keep = _ignore if track is None else track.parts.append
+                        track = None if tracks is None else _track(tracks, key, into, start)
+                        keep = _ignore if track is None else track.rows.append
                 # Parsed alone, so that a middle that is not one JSON array (another key
                 # follows, say) goes the long way: the row is exactly ``{"a": {key: part}}``.
                 if key is not None and payload[start] == 91:  # "["
@@ -134,7 +137,7 @@ def replay_in_place(
                     except orjson.JSONDecodeError:
                         items = None
                     if type(items) is list:
-                        keep(part)
+                        keep(payload)
                         into.extend(items)
                         continue
             elif payload == b"{}":  # a row that changed nothing (a run's end, an interrupt)
@@ -178,11 +181,12 @@ def _payload_bytes(
     )
 
 
-def _track(tracks: Tracks, key: str, into: list[Any]) -> Track:
-    """The track of ``into``, the list at ``key``, continued if it still describes it."""
+def _track(tracks: Tracks, key: str, into: list[Any], frame: int) -> Track:
+    """The track of ``into``, the list at ``key`` (whose append rows hold their array from
+    byte ``frame`` on), continued if it still describes it."""
     track = tracks.get(key)
     if track is None or track.items is not into or track.length != len(into):
-        tracks[key] = track = Track(into)
+        tracks[key] = track = Track(into, frame)
     return track
 
 
