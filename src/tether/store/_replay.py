@@ -137,8 +137,9 @@ def replay_in_place(
                     except orjson.JSONDecodeError:
                         items = None
                     if type(items) is list:
-                        keep(payload)
-                        into.extend(items)
+                        if items:  # an empty one, ``[ ]`` as much as ``[]``, is not kept
+                            keep(payload)
+                            into.extend(items)
                         continue
             elif payload == b"{}":  # a row that changed nothing (a run's end, an interrupt)
                 continue
