@@ -76,7 +76,7 @@ class Chunks:
         grown = Chunks.__new__(Chunks)
         grown.parts = parts
         grown.count = self.count + 1
-        grown.framed = min(self.framed, self.count - 1)  # a part appended is never framed
+        grown.framed = self.framed  # the framed rows come first: an appended part never is
         grown.frame = self.frame
         grown.nbytes = self.nbytes + len(items)
         return grown

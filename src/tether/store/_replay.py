@@ -45,7 +45,7 @@ class Track:
         self.rows: list[bytes] = []
 
     def encoding_of(self, value: Any) -> Chunks | None:
-        """``value`` encoded from the parts, if it is still the list they describe."""
+        """``value`` encoded from the rows, if it is still the list they describe."""
         if value is not self.items or len(value) != self.length:
             return None
         head = orjson.dumps(value[: self.start]) if self.start else b"[]"
